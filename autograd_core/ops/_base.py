@@ -1,0 +1,88 @@
+"""Shared helpers for op implementations (internal)."""
+import numbers
+
+import numpy as np
+
+from .. import _dtype as D
+from .. import grad_mode as _gm
+from ..function import Node, reduce_to_shape, saved_version
+from ..tensor import Tensor, _wrap
+
+__all__ = ["np", "D", "Node", "Tensor", "_wrap", "reduce_to_shape", "saved_version", "_gs", "_new",
+           "operand", "binary_result_dtype", "as_float", "normalize_dims", "node"]
+
+_gs = _gm._state
+_new = object.__new__
+
+
+def node(cls, edges, saved=None, vc=()):
+    """Build a node without running __init__ (the hot path)."""
+    n = _new(cls)
+    n.next_edges = edges
+    n.saved = saved
+    n.vc = vc
+    return n
+
+
+def operand(x):
+    """Normalise the other operand of a binary op: a Tensor, or a Python scalar (weakly typed)."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, np.ndarray):
+        return _wrap(np.asarray(x))
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, numbers.Number):
+        if isinstance(x, complex):
+            raise TypeError("complex numbers are not supported by autograd_core")
+        return float(x)
+    raise TypeError(f"unsupported operand type for a tensor op: {type(x).__name__}")
+
+
+def _kind(t):
+    return 2 if t._data.ndim else 1
+
+
+def _scalar_dtype(s):
+    if isinstance(s, bool):
+        return D.bool
+    if isinstance(s, int):
+        return D.int64
+    return D.get_default_dtype()
+
+
+def binary_result_dtype(a, b):
+    """torch's result dtype for `a op b` (Tensor, Tensor-or-scalar), as a NumPy dtype."""
+    ops = [(D._BY_NP[a._data.dtype], _kind(a))]
+    if isinstance(b, Tensor):
+        ops.append((D._BY_NP[b._data.dtype], _kind(b)))
+    else:
+        ops.append((_scalar_dtype(b), 0))
+    return D.result_type(ops).np
+
+
+def as_float(arr):
+    """Integer/bool data promoted to the default float dtype, as torch's float-only ops do."""
+    if arr.dtype.kind == "f":
+        return arr
+    return arr.astype(D.get_default_dtype().np)
+
+
+def normalize_dims(dim, ndim):
+    """int / sequence / None → a sorted tuple of non-negative axes (None → all axes)."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)):
+        dim = (int(dim),)
+    out = []
+    n = max(ndim, 1)
+    for d in dim:
+        d = int(d)
+        if not -n <= d < n:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+        out.append(d % n if ndim else 0)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"dim {out} appears multiple times in the list of dims")
+    return tuple(sorted(out))
