@@ -9,7 +9,9 @@ A node (`grad_fn`) is created by every differentiable op. It holds
 `backward(self, grad)` works on NumPy arrays and returns one array (or None) per edge.
 Un-broadcasting happens in exactly one place: `reduce_to_shape`.
 """
+import itertools
 import weakref
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -49,7 +51,7 @@ def _type_string(arr):
 class Node:
     """Base class of every `grad_fn`. Subclasses set `saved` and implement `backward(grad)`."""
 
-    __slots__ = ("next_edges", "saved", "vc", "__weakref__")
+    __slots__ = ("next_edges", "saved", "vc", "seq", "__weakref__")
     _is_node = True
     _multi = False  # True for nodes with several outputs (split, chunk, custom Functions)
 
@@ -58,6 +60,7 @@ class Node:
         self.next_edges = ()
         self.saved = None
         self.vc = ()
+        self.seq = next_seq()
 
     def name(self):
         return type(self).__name__
@@ -84,6 +87,7 @@ class Node:
     def register_hook(self, fn):
         """`fn(grad_inputs, grad_outputs)` after this node's backward (return value ignored)."""
         hooks = _node_hooks.setdefault(self, ([], []))[1]
+        _hooks_registered[0] += 1
         hooks.append(fn)
         return _RemovableHandle(hooks, fn)
 
@@ -93,6 +97,7 @@ class Node:
 
     def _add_pre_hook(self, output_nr, fn):
         hooks = _node_hooks.setdefault(self, ([], []))[0]
+        _hooks_registered[0] += 1
         entry = (output_nr, fn)
         hooks.append(entry)
         return _RemovableHandle(hooks, entry)
@@ -113,14 +118,15 @@ class Node:
                     "above shows the operation that failed to compute its gradient. The variable in "
                     "question was changed in there or anywhere later. Good luck!")
 
-    def _release(self):
-        if self.saved is not None:
-            self.saved = _FREED
 
 
 # Hooks live outside the nodes (few nodes ever have one): node -> (pre_hooks, post_hooks).
 # Pre-hook entries are (output_nr or None, fn).
 _node_hooks = weakref.WeakKeyDictionary()
+_hooks_registered = [0]  # >0 once any node hook was registered: lets the engine skip the lookup
+
+# Node creation order; see the engine notes below.
+next_seq = itertools.count(1).__next__
 
 
 class _RemovableHandle:
@@ -170,38 +176,54 @@ class AccumulateGrad:
 # ---------------------------------------------------------------------------------------------
 # The engine
 # ---------------------------------------------------------------------------------------------
+#
+# Every node gets a sequence number when it is created. A node consumes only tensors made before
+# it, so every edge points from a higher to a lower sequence number: running the nodes that hold
+# a gradient in decreasing sequence order is a valid reverse topological order (torch's engine
+# uses the same rule). No dependency-counting pass, no recursion, a heap of pending nodes.
 
-def _accumulate_leaf(leaf, g, wrap):
-    hooks = leaf._extra_get("hooks")
-    if hooks:
-        for fn in list(hooks):
-            r = fn(wrap(g))
-            if r is not None:
-                g = r._data
+_wrap = None  # autograd_core.tensor._wrap, bound by tensor.py once it is defined
+
+
+def _accumulate_leaf(leaf, g):
+    ex = leaf._extra
+    if ex is not None:
+        hooks = ex.get("hooks")
+        if hooks:
+            for fn in list(hooks):
+                r = fn(_wrap(g))
+                if r is not None:
+                    g = r._data
     dt = leaf._data.dtype
     cur = leaf._grad
     if cur is None:
         # Copy: a node may hand the same array to several inputs (AddBackward0) or keep it.
-        leaf._grad = wrap(np.array(g, dtype=dt))
+        leaf._grad = _wrap(np.array(g, dtype=dt))
     else:
-        if g.dtype != dt:
+        if g.dtype is not dt:
             g = g.astype(dt)
         cur._data += g
         cur._vc[0] += 1
 
 
+def _freed_error():
+    return RuntimeError(
+        "Trying to backward through the graph a second time (or directly access saved "
+        "tensors after they have already been freed). Saved intermediate values of the graph "
+        "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
+        "you need to backward through the graph a second time or if you need to access saved "
+        "tensors after calling backward.")
+
+
 def run_backward(roots, root_grads, retain_graph=False, capture=None, accumulate=True):
     """Reverse-mode sweep from `roots` (tensors) seeded with `root_grads` (arrays).
 
-    Iterative (no recursion): dependency counts by an explicit-stack DFS, then nodes run when
-    all their consumers are done. With `capture` (a dict of capture keys -> None), gradients
-    reaching those keys are stored there instead of (or as well as) accumulated: a key is a leaf
-    tensor's id or `(node, output_nr)` for a non-leaf.
+    With `capture` (a dict of capture keys -> None), gradients reaching those keys are stored
+    there; a key is a leaf tensor's id or `(node, output_nr)` for a non-leaf. With
+    `accumulate=False` leaves' `.grad` are left alone (autograd.grad).
     """
-    from .tensor import _wrap  # local import: tensor imports this module
-
     buffers = {}
-    ready = []
+    heap = []
     for t, g in zip(roots, root_grads):
         fn = t._fn
         if fn is None:
@@ -211,8 +233,10 @@ def run_backward(roots, root_grads, retain_graph=False, capture=None, accumulate
                 prev = capture[id(t)]
                 capture[id(t)] = g if prev is None else prev + g
             if accumulate:
-                _accumulate_leaf(t, g, _wrap)
+                _accumulate_leaf(t, g)
             continue
+        if fn not in buffers:
+            heappush(heap, (-fn.seq, fn))
         if fn._multi:
             buf = buffers.get(fn)
             if buf is None:
@@ -222,48 +246,43 @@ def run_backward(roots, root_grads, retain_graph=False, capture=None, accumulate
         else:
             prev = buffers.get(fn)
             buffers[fn] = g if prev is None else prev + g
-        if fn not in ready:
-            ready.append(fn)
+    _execute(heap, buffers, retain_graph, capture, accumulate)
 
-    # Dependency counts: how many edges point at each node from nodes reachable from the roots.
-    deps = {}
-    stack = list(ready)
-    seen = set(ready)
-    while stack:
-        node = stack.pop()
-        for e in node.next_edges:
-            if e is not None:
-                tgt = e[0]
-                if tgt._is_node:
-                    deps[tgt] = deps.get(tgt, 0) + 1
-                    if tgt not in seen:
-                        seen.add(tgt)
-                        stack.append(tgt)
-    ready = [n for n in ready if n not in deps]
 
-    while ready:
-        node = ready.pop()
+def backward_from(node, nr, grad, retain_graph):
+    """Fast path of Tensor.backward(): one root, accumulate into leaves."""
+    if node._multi:
+        buf = [None] * node.n_outputs
+        buf[nr] = grad
+        grad = buf
+    _execute([(-node.seq, node)], {node: grad}, retain_graph, None, True)
+
+
+def _execute(heap, buffers, retain_graph, capture, accumulate):
+    pop = heappop
+    push = heappush
+    leaf_grads = {}  # leaf -> summed gradient; accumulated into .grad once, after the sweep
+    while heap:
+        node = pop(heap)[1]
         grad = buffers.pop(node)
-        if node.saved is _FREED:
-            raise RuntimeError(
-                "Trying to backward through the graph a second time (or directly access saved "
-                "tensors after they have already been freed). Saved intermediate values of the graph "
-                "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
-                "you need to backward through the graph a second time or if you need to access saved "
-                "tensors after calling backward.")
-        hooks = _node_hooks.get(node) if _node_hooks else None
-        if hooks or capture is not None:
+        saved = node.saved
+        if saved is _FREED:
+            raise _freed_error()
+        if _hooks_registered[0] or capture is not None:
+            hooks = _node_hooks.get(node)
             grad = _apply_pre_hooks(node, grad, hooks[0] if hooks else None, capture, _wrap)
-        if node.vc:
-            node._check_versions()
+        else:
+            hooks = None
+        for rec in node.vc:
+            if rec[0][0] != rec[1]:
+                node._check_versions()
         grads = node.backward(grad)
-        post = hooks[1] if hooks else None
-        if post:
-            for fn in list(post):
+        if hooks and hooks[1]:
+            for fn in list(hooks[1]):
                 fn(tuple(None if x is None else _wrap(x) for x in grads),
                    tuple(_wrap(x) for x in (grad if node._multi else (grad,)) if x is not None))
-        if not retain_graph:
-            node._release()
+        if saved is not None and not retain_graph:
+            node.saved = _FREED
         for e, g in zip(node.next_edges, grads):
             if e is None or g is None:
                 continue
@@ -273,21 +292,25 @@ def run_backward(roots, root_grads, retain_graph=False, capture=None, accumulate
                     buf = buffers.get(tgt)
                     if buf is None:
                         buf = buffers[tgt] = [None] * tgt.n_outputs
+                        push(heap, (-tgt.seq, tgt))
                     nr = e[1]
                     buf[nr] = g if buf[nr] is None else buf[nr] + g
                 else:
                     prev = buffers.get(tgt)
-                    buffers[tgt] = g if prev is None else prev + g
-                n = deps[tgt] - 1
-                deps[tgt] = n
-                if n == 0:
-                    ready.append(tgt)
+                    if prev is None:
+                        buffers[tgt] = g
+                        push(heap, (-tgt.seq, tgt))
+                    else:
+                        buffers[tgt] = prev + g
             else:
-                if capture is not None and id(tgt) in capture:
-                    prev = capture[id(tgt)]
-                    capture[id(tgt)] = g if prev is None else prev + g
-                if accumulate:
-                    _accumulate_leaf(tgt, g, _wrap)
+                prev = leaf_grads.get(tgt)
+                leaf_grads[tgt] = g if prev is None else prev + g
+    for leaf, g in leaf_grads.items():
+        if capture is not None and id(leaf) in capture:
+            prev = capture[id(leaf)]
+            capture[id(leaf)] = g if prev is None else prev + g
+        if accumulate:
+            _accumulate_leaf(leaf, g)
 
 
 def _apply_pre_hooks(node, grad, pre, capture, wrap):
@@ -351,17 +374,12 @@ class BackwardCFunction(Node):
     @property
     def saved_tensors(self):
         if self.saved is _FREED:
-            raise RuntimeError(
-                "Trying to backward through the graph a second time (or directly access saved "
-                "tensors after they have already been freed). Specify retain_graph=True if you need "
-                "to backward through the graph a second time or if you need to access saved tensors "
-                "after calling backward.")
+            raise _freed_error()
         if self.vc:
             self._check_versions()
         return self._saved_tensors
 
     def backward(self, grads):
-        from .tensor import _wrap
         from .grad_mode import no_grad
         gs = []
         for g, (shape, dt) in zip(grads, self._out_meta):
@@ -434,6 +452,7 @@ class Function(metaclass=_FunctionMeta):
     def apply(cls, *args, **kwargs):
         from .tensor import Tensor, _wrap
         node = cls._backward_cls.__new__(cls._backward_cls)
+        node.seq = next_seq()
         node.saved = None
         node.vc = ()
         node._fn_cls = cls

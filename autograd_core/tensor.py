@@ -159,8 +159,21 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate d(self)/d(leaf) into every leaf's `.grad`."""
-        from .autograd import backward as _backward
-        _backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+        fn = self._fn
+        if fn is None or create_graph or inputs is not None:
+            from .autograd import backward as _backward
+            return _backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+        d = self._data
+        if gradient is None:
+            if d.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            seed = np.ones_like(d)
+        else:
+            seed = gradient._data if isinstance(gradient, Tensor) else np.asarray(gradient, dtype=d.dtype)
+            if seed.shape != d.shape:
+                raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(seed.shape)} and "
+                                   f"output[0] has a shape of {tuple(d.shape)}.")
+        _F.backward_from(fn, self._nr, seed, bool(retain_graph))
 
     def detach(self):
         """A tensor sharing data and version counter, cut from the graph."""
@@ -363,6 +376,11 @@ def _wrap(data, node=None, vc=None):
     t._base = None
     t._extra = None
     return t
+
+
+from . import function as _F  # noqa: E402  (function.py needs _wrap, defined above)
+
+_F._wrap = _wrap
 
 
 def is_tensor(obj):

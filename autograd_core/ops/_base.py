@@ -5,14 +5,22 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import grad_mode as _gm
-from ..function import Node, reduce_to_shape, saved_version
+from ..function import Node, next_seq, reduce_to_shape, saved_version
 from ..tensor import Tensor, _wrap
 
-__all__ = ["np", "D", "Node", "Tensor", "_wrap", "reduce_to_shape", "saved_version", "_gs", "_new",
+__all__ = ["np", "D", "Node", "Tensor", "_wrap", "reduce_to_shape", "saved_version", "_gs", "_new", "_obj_new",
+           "next_seq",
            "operand", "binary_result_dtype", "as_float", "normalize_dims", "node"]
 
 _gs = _gm._state
-_new = object.__new__
+_obj_new = object.__new__
+
+
+def _new(cls):
+    """A node without running __init__ (the hot path); stamped with its creation order."""
+    n = _obj_new(cls)
+    n.seq = next_seq()
+    return n
 
 
 def node(cls, edges, saved=None, vc=()):

@@ -1,5 +1,5 @@
 """Arithmetic: + - * / ** @, negation, their reflected forms, and in-place variants."""
-from ._base import (D, Node, Tensor, _gs, _new, _wrap, binary_result_dtype, np, operand,
+from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, binary_result_dtype, next_seq, np, operand,
                     reduce_to_shape, saved_version)
 
 _SCALARS = (int, float, bool)
@@ -23,8 +23,12 @@ def _promote_scalar(a, s):
 
 
 def _make_node(cls, a, b):
-    n = _new(cls)
-    n.next_edges = (a._edge(), b._edge())
+    n = _obj_new(cls)
+    n.seq = next_seq()
+    fa = a._fn
+    fb = b._fn
+    n.next_edges = ((fa, a._nr) if fa is not None else ((a, 0) if a._rg else None),
+                    (fb, b._nr) if fb is not None else ((b, 0) if b._rg else None))
     n.sa = a._data.shape
     n.sb = b._data.shape
     n.vc = ()
@@ -37,8 +41,9 @@ class AddBackward0(Node):
 
     def backward(self, g):
         ea, eb = self.next_edges
-        return (reduce_to_shape(g, self.sa) if ea is not None else None,
-                reduce_to_shape(g, self.sb) if eb is not None else None)
+        sh = g.shape
+        return (None if ea is None else g if sh == self.sa else reduce_to_shape(g, self.sa),
+                None if eb is None else g if sh == self.sb else reduce_to_shape(g, self.sb))
 
 
 class _ScalarIdentity(Node):
@@ -93,8 +98,17 @@ class MulBackward0(Node):
     def backward(self, g):
         ad, bd = self.saved
         ea, eb = self.next_edges
-        return (reduce_to_shape(g * bd, self.sa) if ea is not None else None,
-                reduce_to_shape(g * ad, self.sb) if eb is not None else None)
+        sh = g.shape
+        ga = gb = None
+        if ea is not None:
+            ga = g * bd
+            if ga.shape != self.sa:
+                ga = reduce_to_shape(ga, self.sa)
+        if eb is not None:
+            gb = g * ad
+            if gb.shape != self.sb:
+                gb = reduce_to_shape(gb, self.sb)
+        return ga, gb
 
 
 class _MulScalarBackward(Node):
@@ -180,11 +194,14 @@ class PowBackward2(Node):
 def add(self, other, *, alpha=1):
     if alpha != 1:
         other = mul(operand(other), alpha) if isinstance(other, Tensor) else other * alpha
-    if other.__class__ in _SCALARS:
+    oc = other.__class__
+    if oc is float or oc is int or oc is bool:
         out = _promote_scalar(self, other) + other
         if self._rg and _gs.enabled:
-            n = _new(_AddScalarBackward)
-            n.next_edges = (self._edge(),)
+            n = _obj_new(_AddScalarBackward)
+            n.seq = next_seq()
+            fn = self._fn
+            n.next_edges = ((fn, self._nr) if fn is not None else (self, 0),)
             n.saved = None
             n.vc = ()
             return _wrap(out, n)
@@ -261,11 +278,17 @@ def neg(self):
 
 
 def mul(self, other):
-    if other.__class__ in _SCALARS:
-        out = _promote_scalar(self, other) * other
+    oc = other.__class__
+    if oc is float or oc is int or oc is bool:
+        ad = self._data
+        if ad.dtype.kind != "f" and oc is float:
+            ad = ad.astype(D.get_default_dtype().np)
+        out = ad * other
         if self._rg and _gs.enabled:
-            n = _new(_MulScalarBackward)
-            n.next_edges = (self._edge(),)
+            n = _obj_new(_MulScalarBackward)
+            n.seq = next_seq()
+            fn = self._fn
+            n.next_edges = ((fn, self._nr) if fn is not None else (self, 0),)
             n.saved = other
             n.vc = ()
             return _wrap(out, n)

@@ -1,5 +1,6 @@
 """Element-wise functions, activations, clamp, minimum/maximum, where, comparisons."""
-from ._base import D, Node, Tensor, _gs, _new, _wrap, as_float, binary_result_dtype, np, operand, reduce_to_shape, saved_version
+from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, as_float, binary_result_dtype, next_seq, np, operand,
+                    reduce_to_shape, saved_version)
 
 
 def _unary(cls, t, out, saved, save_out=False):
@@ -23,16 +24,23 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
         return (bwd(g, x, out),)
 
     cls = type(node_name, (Node,), {"__slots__": (), "backward": backward})
+    save_out = save == "output"
+    default_float = D.get_default_dtype
 
     def op(self):
-        x = as_float(self._data)
-        out = np.asarray(fwd(x))
+        x = self._data
+        if x.dtype.kind != "f":
+            x = x.astype(default_float().np)
+        out = fwd(x)
         if self._rg and _gs.enabled:
-            n = _new(cls)
-            n.next_edges = (self._edge(),)
-            n.saved = (x, out)
+            n = _obj_new(cls)
+            n.seq = next_seq()
+            fn = self._fn
+            n.next_edges = ((fn, self._nr) if fn is not None else (self, 0),)
             res = _wrap(out, n)
-            n.vc = ((res._vc, 0, out, n, 0),) if save == "output" else (saved_version(self),)
+            out = res._data
+            n.saved = (x, out)
+            n.vc = ((res._vc, 0, out, n, 0),) if save_out else ((self._vc, self._vc[0], x, fn, self._nr),)
             return res
         return _wrap(out)
 
@@ -42,9 +50,11 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
 
 
 def _sigmoid_np(x):
-    # Stable in float32: exp of a non-positive argument never overflows.
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+    # 0.5 * (1 + tanh(x / 2)) is exact, never overflows, and costs three ufunc passes.
+    h = np.tanh(x * x.dtype.type(0.5))
+    h += 1
+    h *= 0.5
+    return h
 
 
 ExpBackward0, exp = _def_unary("exp", np.exp, lambda g, x, o: g * o, save="output")
@@ -67,7 +77,7 @@ CoshBackward0, cosh = _def_unary("cosh", np.cosh, lambda g, x, o: g * np.sinh(x)
 TanhBackward0, tanh = _def_unary("tanh", np.tanh, lambda g, x, o: g * (1 - o * o), save="output")
 SigmoidBackward0, sigmoid = _def_unary("sigmoid", _sigmoid_np, lambda g, x, o: g * (o * (1 - o)), save="output")
 ReciprocalBackward0, reciprocal = _def_unary("reciprocal", lambda x: 1 / x, lambda g, x, o: -g * o * o, save="output")
-ReluBackward0, relu = _def_unary("relu", lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
+ReluBackward0, relu = _def_unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
                                  lambda g, x, o: g * (o > 0), save="output")
 
 

@@ -58,7 +58,7 @@ class MeanBackward0(Node):
         n = 1
         for s in self.shape:
             n *= s
-        return (np.broadcast_to(g / max(n, 1) if n else g * np.nan, self.shape),)
+        return (np.broadcast_to(g / n if n else g * np.nan, self.shape),)
 
 
 class MeanBackward1(Node):
