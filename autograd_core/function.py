@@ -258,15 +258,30 @@ def backward_from(node, nr, grad, retain_graph):
     _execute([(-node.seq, node)], {node: grad}, retain_graph, None, True)
 
 
+def _route(e, g, buffers, heap, leaf_grads):
+    """Deliver gradient `g` along edge `e` (rare cases: multi-output targets)."""
+    tgt = e[0]
+    buf = buffers.get(tgt)
+    if buf is None:
+        buf = buffers[tgt] = [None] * tgt.n_outputs
+        heappush(heap, (-tgt.seq, tgt))
+    nr = e[1]
+    buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+
 def _execute(heap, buffers, retain_graph, capture, accumulate):
     pop = heappop
     push = heappush
+    bget = buffers.get
+    bpop = buffers.pop
     leaf_grads = {}  # leaf -> summed gradient; accumulated into .grad once, after the sweep
+    lget = leaf_grads.get
+    freed = _FREED
     while heap:
         node = pop(heap)[1]
-        grad = buffers.pop(node)
+        grad = bpop(node)
         saved = node.saved
-        if saved is _FREED:
+        if saved is freed:
             raise _freed_error()
         if _hooks_registered[0] or capture is not None:
             hooks = _node_hooks.get(node)
@@ -282,28 +297,26 @@ def _execute(heap, buffers, retain_graph, capture, accumulate):
                 fn(tuple(None if x is None else _wrap(x) for x in grads),
                    tuple(_wrap(x) for x in (grad if node._multi else (grad,)) if x is not None))
         if saved is not None and not retain_graph:
-            node.saved = _FREED
-        for e, g in zip(node.next_edges, grads):
+            node.saved = freed
+        i = 0
+        for e in node.next_edges:
+            g = grads[i]
+            i += 1
             if e is None or g is None:
                 continue
             tgt = e[0]
             if tgt._is_node:
                 if tgt._multi:
-                    buf = buffers.get(tgt)
-                    if buf is None:
-                        buf = buffers[tgt] = [None] * tgt.n_outputs
-                        push(heap, (-tgt.seq, tgt))
-                    nr = e[1]
-                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                    _route(e, g, buffers, heap, leaf_grads)
+                    continue
+                prev = bget(tgt)
+                if prev is None:
+                    buffers[tgt] = g
+                    push(heap, (-tgt.seq, tgt))
                 else:
-                    prev = buffers.get(tgt)
-                    if prev is None:
-                        buffers[tgt] = g
-                        push(heap, (-tgt.seq, tgt))
-                    else:
-                        buffers[tgt] = prev + g
+                    buffers[tgt] = prev + g
             else:
-                prev = leaf_grads.get(tgt)
+                prev = lget(tgt)
                 leaf_grads[tgt] = g if prev is None else prev + g
     for leaf, g in leaf_grads.items():
         if capture is not None and id(leaf) in capture:
