@@ -11,12 +11,29 @@ def _expand_back(g, axes, keepdim, shape):
 
 def _attach(cls, t, out, saved, vc=None, **attrs):
     n = _new(cls)
-    n.next_edges = (t._edge(),)
+    fn = t._fn
+    n.next_edges = ((fn, t._nr) if fn is not None else (t, 0),)
     n.saved = saved
     n.vc = (saved_version(t),) if vc is None else vc
     for k, v in attrs.items():
         setattr(n, k, v)
     return _wrap(out, n)
+
+
+def _node1(cls, t):
+    """A single-input node for `t` with nothing saved (hot reductions set their own fields)."""
+    n = _new(cls)
+    fn = t._fn
+    n.next_edges = ((fn, t._nr) if fn is not None else (t, 0),)
+    n.saved = None
+    n.vc = ()
+    return n
+
+
+def _axes(dim, ndim):
+    if dim.__class__ is int and -ndim <= dim < ndim:
+        return (dim % ndim,)
+    return normalize_dims(dim, ndim)
 
 
 class SumBackward0(Node):
@@ -40,14 +57,18 @@ def sum(self, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     elif x.dtype.kind in "bui":
         x = x.astype(np.int64)
     if dim is None:
-        out = np.asarray(x.sum())
+        out = x.sum()
         if self._rg and _gs.enabled:
-            return _attach(SumBackward0, self, out, None, vc=(), shape=x.shape)
+            n = _node1(SumBackward0, self)
+            n.shape = x.shape
+            return _wrap(out, n)
         return _wrap(out)
-    axes = normalize_dims(dim, x.ndim)
-    out = np.asarray(x.sum(axis=axes, keepdims=keepdim))
+    axes = _axes(dim, x.ndim)
+    out = x.sum(axis=axes, keepdims=keepdim)
     if self._rg and _gs.enabled:
-        return _attach(SumBackward1, self, out, None, vc=(), shape=x.shape, axes=axes, keepdim=keepdim)
+        n = _node1(SumBackward1, self)
+        n.shape, n.axes, n.keepdim = x.shape, axes, keepdim
+        return _wrap(out, n)
     return _wrap(out)
 
 
@@ -78,16 +99,25 @@ def mean(self, dim=None, keepdim=False, *, dtype=None):
     if x.dtype.kind != "f":
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
                            f"or complex dtype. Got: {D._BY_NP[x.dtype].name.capitalize()}")
+    # sum * (1/n): NumPy's mean() is a Python-level wrapper several times slower on small arrays.
+    if dim is None:
+        n_el = x.size
+        out = (x.sum() * x.dtype.type(1.0 / n_el)) if n_el else x.dtype.type(np.nan)
+        if self._rg and _gs.enabled:
+            n = _node1(MeanBackward0, self)
+            n.shape = x.shape
+            return _wrap(out, n)
+        return _wrap(out)
+    axes = _axes(dim, x.ndim)
+    n_el = 1
+    for a in axes:
+        n_el *= x.shape[a]
     with np.errstate(invalid="ignore", divide="ignore"):
-        if dim is None:
-            out = np.asarray(x.mean() if x.size else np.float64("nan"), dtype=x.dtype)
-            if self._rg and _gs.enabled:
-                return _attach(MeanBackward0, self, out, None, vc=(), shape=x.shape)
-            return _wrap(out)
-        axes = normalize_dims(dim, x.ndim)
-        out = np.asarray(x.mean(axis=axes, keepdims=keepdim), dtype=x.dtype)
+        out = x.sum(axis=axes, keepdims=keepdim) * x.dtype.type(1.0 / n_el if n_el else np.nan)
     if self._rg and _gs.enabled:
-        return _attach(MeanBackward1, self, out, None, vc=(), shape=x.shape, axes=axes, keepdim=keepdim)
+        n = _node1(MeanBackward1, self)
+        n.shape, n.axes, n.keepdim = x.shape, axes, keepdim
+        return _wrap(out, n)
     return _wrap(out)
 
 
@@ -254,6 +284,8 @@ class LinalgVectorNormBackward0(Node):
             g = np.expand_dims(g, axes)
             out = np.expand_dims(out, axes)
         if p == 2:
+            if out.ndim == 0 or out.all():
+                return (x * (g / out),)
             with np.errstate(invalid="ignore", divide="ignore"):
                 scale = np.where(out == 0, 0.0, g / out)
             return ((x * scale).astype(x.dtype, copy=False),)
@@ -279,12 +311,20 @@ def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
     x = as_float(self._data)
     if dtype is not None:
         x = x.astype(D.to_numpy_dtype(dtype))
-    axes = normalize_dims(dim, x.ndim)
+    axes = normalize_dims(dim, x.ndim) if dim is not None else tuple(range(x.ndim))
     ax = axes if axes else None
-    a = np.abs(x)
     if p == 2:
         out = np.sqrt(np.sum(x * x, axis=ax, keepdims=keepdim))
-    elif p == 1:
+        if self._rg and _gs.enabled:
+            n = _node1(LinalgVectorNormBackward0, self)
+            out = np.asarray(out)
+            n.saved = (x, out)
+            n.vc = (saved_version(self),)
+            n.axes, n.keepdim, n.p = axes, keepdim, 2
+            return _wrap(out, n)
+        return _wrap(out)
+    a = np.abs(x)
+    if p == 1:
         out = np.sum(a, axis=ax, keepdims=keepdim)
     elif p == np.inf:
         out = np.max(a, axis=ax, keepdims=keepdim)
