@@ -1,6 +1,6 @@
 """Arithmetic: + - * / ** @, negation, their reflected forms, and in-place variants."""
-from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, binary_result_dtype, next_seq, np, operand,
-                    reduce_to_shape, saved_version)
+from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, binary_result_dtype, const, next_seq, np,
+                    operand, reduce_to_shape, saved_version)
 
 _SCALARS = (int, float, bool)
 
@@ -192,11 +192,24 @@ class PowBackward2(Node):
 
 # ---------------------------------------------------------------------------------------------
 def add(self, other, *, alpha=1):
+    if other.__class__ is Tensor and alpha == 1:
+        ad = self._data
+        bd = other._data
+        if ad.dtype is not bd.dtype:
+            ad, bd = _promote_pair(self, other)
+        out = ad + bd
+        if _gs.enabled and (self._rg or other._rg):
+            n = _make_node(AddBackward0, self, other)
+            n.saved = None
+            return _wrap(out, n)
+        return _wrap(out)
     if alpha != 1:
         other = mul(operand(other), alpha) if isinstance(other, Tensor) else other * alpha
     oc = other.__class__
     if oc is float or oc is int or oc is bool:
-        out = _promote_scalar(self, other) + other
+        ad = self._data
+        dt = ad.dtype
+        out = (ad + const(other, dt)) if dt.kind == "f" else (_promote_scalar(self, other) + other)
         if self._rg and _gs.enabled:
             n = _obj_new(_AddScalarBackward)
             n.seq = next_seq()
@@ -225,7 +238,8 @@ def sub(self, other, *, alpha=1):
         if self._data.dtype == np.bool_:
             raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. "
                                "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
-        out = _promote_scalar(self, other) - other
+        dt = self._data.dtype
+        out = (self._data - const(other, dt)) if dt.kind == "f" else (_promote_scalar(self, other) - other)
         if self._rg and _gs.enabled:
             n = _new(_SubScalarBackward)
             n.next_edges = (self._edge(),)
@@ -253,7 +267,8 @@ def rsub(self, other):
     other = operand(other)
     if isinstance(other, Tensor):
         return sub(other, self)
-    out = other - _promote_scalar(self, other)
+    dt = self._data.dtype
+    out = (const(other, dt) - self._data) if dt.kind == "f" else (other - _promote_scalar(self, other))
     if self._rg and _gs.enabled:
         n = _new(RsubBackward1)
         n.next_edges = (self._edge(),)
@@ -279,9 +294,29 @@ def neg(self):
 
 def mul(self, other):
     oc = other.__class__
+    if oc is Tensor:
+        ad = self._data
+        bd = other._data
+        if ad.dtype is not bd.dtype:
+            ad, bd = _promote_pair(self, other)
+        out = ad * bd
+        if _gs.enabled and (self._rg or other._rg):
+            n = _make_node(MulBackward0, self, other)
+            n.saved = (ad, bd)
+            # torch saves `other` when self needs grad and `self` when other does.
+            rb = (other._vc, other._vc[0], bd, other._fn, other._nr)
+            if self._rg:
+                n.vc = (rb, (self._vc, self._vc[0], ad, self._fn, self._nr)) if other._rg else (rb,)
+            else:
+                n.vc = ((self._vc, self._vc[0], ad, self._fn, self._nr),)
+            return _wrap(out, n)
+        return _wrap(out)
     if oc is float or oc is int or oc is bool:
         ad = self._data
-        if ad.dtype.kind != "f" and oc is float:
+        dt = ad.dtype
+        if dt.kind == "f":
+            other = const(other, dt)
+        elif oc is float:
             ad = ad.astype(D.get_default_dtype().np)
         out = ad * other
         if self._rg and _gs.enabled:
@@ -317,6 +352,7 @@ def div(self, other, *, rounding_mode=None):
         ad = self._data
         if ad.dtype.kind != "f":
             ad = ad.astype(D.get_default_dtype().np)
+        other = const(other, ad.dtype)
         out = ad / other
         if self._rg and _gs.enabled:
             n = _new(_DivScalarBackward)

@@ -1,6 +1,6 @@
 """Element-wise functions, activations, clamp, minimum/maximum, where, comparisons."""
-from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, as_float, binary_result_dtype, next_seq, np, operand,
-                    reduce_to_shape, saved_version)
+from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, as_float, binary_result_dtype, const, next_seq, np,
+                    operand, reduce_to_shape, saved_version)
 
 
 def _unary(cls, t, out, saved, save_out=False):
@@ -51,9 +51,10 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
 
 def _sigmoid_np(x):
     # 0.5 * (1 + tanh(x / 2)) is exact, never overflows, and costs three ufunc passes.
-    h = np.tanh(x * x.dtype.type(0.5))
-    h += 1
-    h *= 0.5
+    half = const(0.5, x.dtype)
+    h = np.tanh(x * half)
+    h += const(1.0, x.dtype)
+    h *= half
     return h
 
 
@@ -74,8 +75,26 @@ AcosBackward0, acos = _def_unary("acos", np.arccos, lambda g, x, o: -g / np.sqrt
 AtanBackward0, atan = _def_unary("atan", np.arctan, lambda g, x, o: g / (1 + x * x))
 SinhBackward0, sinh = _def_unary("sinh", np.sinh, lambda g, x, o: g * np.cosh(x))
 CoshBackward0, cosh = _def_unary("cosh", np.cosh, lambda g, x, o: g * np.sinh(x))
-TanhBackward0, tanh = _def_unary("tanh", np.tanh, lambda g, x, o: g * (1 - o * o), save="output")
-SigmoidBackward0, sigmoid = _def_unary("sigmoid", _sigmoid_np, lambda g, x, o: g * (o * (1 - o)), save="output")
+def _one(dt):
+    return const(1.0, dt)
+
+
+def _tanh_backward(g, x, o):
+    t = o * o
+    np.subtract(_one(t.dtype), t, out=t)
+    t *= g
+    return t
+
+
+def _sigmoid_backward(g, x, o):
+    t = _one(o.dtype) - o
+    t *= o
+    t *= g
+    return t
+
+
+TanhBackward0, tanh = _def_unary("tanh", np.tanh, _tanh_backward, save="output")
+SigmoidBackward0, sigmoid = _def_unary("sigmoid", _sigmoid_np, _sigmoid_backward, save="output")
 ReciprocalBackward0, reciprocal = _def_unary("reciprocal", lambda x: 1 / x, lambda g, x, o: -g * o * o, save="output")
 ReluBackward0, relu = _def_unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
                                  lambda g, x, o: g * (o > 0), save="output")
