@@ -115,3 +115,7 @@ class _Cuda:
 
 
 cuda = _Cuda()
+
+# -- optimisers and checkpoints (issue 3) --------------------------------------------------------
+from . import optim  # noqa: E402
+from .serialization import load, save  # noqa: E402
