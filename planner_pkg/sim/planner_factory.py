@@ -1,0 +1,81 @@
+"""One place that turns a planner name into a planner object (used by the CLI and the nodes).
+
+To plug a new planner in, add one builder to ``_BUILDERS``: a function taking
+:class:`PlannerOptions` and returning an object that follows the runner's Planner protocol
+(see :mod:`planner_pkg.sim.runner`). Import the planner's module *inside* the builder so that
+choosing ``direct`` never imports (or fails on) the others.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional
+
+PLANNER_NAMES = ("direct", "ego", "policy")
+
+
+class PlannerNotAvailableError(RuntimeError):
+    """The named planner is not part of this installation (or its options are unusable)."""
+
+
+@dataclass(frozen=True)
+class PlannerOptions:
+    """Options every planner may honour.
+
+    max_vel_mps: overrides the planner's speed limit (the policy's commanded speed); None =
+        the planner's default.
+    model_path: a trained model file (the learned policy); None when not needed.
+    seed: for planners with randomness, so episodes are reproducible.
+    """
+
+    max_vel_mps: Optional[float] = None
+    model_path: Optional[str] = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.max_vel_mps is not None and not (math.isfinite(self.max_vel_mps) and self.max_vel_mps > 0):
+            raise ValueError(f"max velocity must be a positive number of m/s, got {self.max_vel_mps!r}")
+
+
+def _direct(options: PlannerOptions):
+    from planner_pkg.planning.direct import DirectConfig, DirectPlanner
+
+    if options.max_vel_mps is None:
+        return DirectPlanner()
+    return DirectPlanner(DirectConfig(max_vel_mps=options.max_vel_mps))
+
+
+def _not_installed(name: str, arrives_with: str) -> Callable[[PlannerOptions], object]:
+    def build(options: PlannerOptions):
+        raise PlannerNotAvailableError(
+            f"planner '{name}' is not installed in this version of planner_pkg (it arrives with "
+            f"{arrives_with}); available now: {', '.join(available_planners())}"
+        )
+
+    build.not_installed = True  # type: ignore[attr-defined]
+    return build
+
+
+_BUILDERS: Dict[str, Callable[[PlannerOptions], object]] = {
+    "direct": _direct,
+    "ego": _not_installed("ego", "the EGO-style B-spline planner"),
+    "policy": _not_installed("policy", "the learned depth policy"),
+}
+
+
+def available_planners() -> tuple:
+    """Names whose planner can be built in this installation."""
+    return tuple(n for n, b in _BUILDERS.items() if not getattr(b, "not_installed", False))
+
+
+def make_planner(name: str, options: PlannerOptions = PlannerOptions()):
+    """Build the planner called ``name`` (one of ``PLANNER_NAMES``).
+
+    Raises ValueError for an unknown name and PlannerNotAvailableError for a known planner
+    that this installation does not provide.
+    """
+    try:
+        build = _BUILDERS[name]
+    except KeyError:
+        raise ValueError(f"unknown planner {name!r}; choose one of {', '.join(PLANNER_NAMES)}") from None
+    return build(options)
