@@ -57,6 +57,7 @@ setup(
         "pymavlink>=2.4.40",
         "safetensors>=0.4",
         "tqdm>=4.66",
+        "threadpoolctl>=3.1",
     ],
     extras_require={
         "ros": ROS_WHEELS,

@@ -4,6 +4,8 @@
 `requires_grad`, a dynamic graph with torch's `grad_fn` names, `backward()`, `no_grad`, custom
 `autograd.Function`s, and (in `nn`, `optim`) modules and optimisers. CPU / NumPy only.
 """
+import builtins as _builtins
+
 from . import _dtype
 from ._dtype import (bool, double, dtype, float, float16, float32, float64, get_default_dtype, half,  # noqa: A004
                      int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short, uint8)
@@ -81,13 +83,33 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
 
 
 def get_num_threads():
-    return 1
+    """Threads NumPy's BLAS uses for matmul (1 when it cannot be determined)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return 1
+    blas = [p for p in threadpool_info() if p.get("user_api") == "blas"]
+    return blas[0]["num_threads"] if blas else 1
+
+
+_thread_limiter = None
 
 
 def set_num_threads(n):
-    """Accepted for compatibility; NumPy's BLAS threads are set by the environment."""
+    """Limit NumPy's BLAS threads (torch.set_num_threads' role).
+
+    Small-network training and onboard inference are usually fastest single-threaded: BLAS
+    worker threads cost more to wake than the small matmuls they split. Needs threadpoolctl.
+    """
+    global _thread_limiter
+    n = _builtins.int(n)
     if n < 1:
-        raise ValueError("set_num_threads expects a positive integer")
+        raise ValueError(f"set_num_threads expects a positive integer, got {n}")
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError as e:
+        raise RuntimeError("set_num_threads needs the threadpoolctl package (pip install threadpoolctl)") from e
+    _thread_limiter = threadpool_limits(limits=n, user_api="blas")
 
 
 def is_available():
@@ -117,5 +139,7 @@ class _Cuda:
 cuda = _Cuda()
 
 # -- optimisers and checkpoints (issue 3) --------------------------------------------------------
+from . import nn  # noqa: E402
+from . import distributions  # noqa: E402
 from . import optim  # noqa: E402
 from .serialization import load, save  # noqa: E402

@@ -303,7 +303,7 @@ class Tensor:
     __str__ = __repr__
 
     def __format__(self, spec):
-        if self._data.ndim == 0 and spec:
+        if self._data.ndim == 0:
             return format(self._data.item(), spec)
         return repr(self) if not spec else format(str(self), spec)
 
