@@ -1,7 +1,7 @@
 """`autograd_core.nn`: modules, parameters, losses, init and functional ops with torch's names.
 
-The convolution / pooling / normalisation / dropout / recurrent layers live in their own files
-(another engineer's); while one of those files does not exist yet, its names are simply absent.
+One file per family: linear, activation, loss, conv, pooling, normalization, dropout, rnn; the
+fused NumPy kernels behind them are in `_functional_loss.py` and `_functional_cnn.py`.
 """
 from . import functional, init, utils  # noqa: F401
 from .parameter import Buffer, Parameter  # noqa: F401
@@ -15,33 +15,9 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Lo
                    SmoothL1Loss)
 
 
-def _absent(e, name):
-    """True when `e` says exactly the optional module `name` is missing (anything else re-raises)."""
-    return e.name == __name__ + "." + name
-
-
-try:
-    from .conv import Conv2d  # noqa: F401
-except ModuleNotFoundError as e:
-    if not _absent(e, "conv"):
-        raise
-try:
-    from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
-except ModuleNotFoundError as e:
-    if not _absent(e, "pooling"):
-        raise
-try:
-    from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm  # noqa: F401
-except ModuleNotFoundError as e:
-    if not _absent(e, "normalization"):
-        raise
-try:
-    from .dropout import Dropout  # noqa: F401
-except ModuleNotFoundError as e:
-    if not _absent(e, "dropout"):
-        raise
-try:
-    from .rnn import GRU, GRUCell, LSTMCell  # noqa: F401
-except ModuleNotFoundError as e:
-    if not _absent(e, "rnn"):
-        raise
+from .conv import Conv1d, Conv2d  # noqa: F401
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d,  # noqa: F401
+                      MaxPool2d)
+from .normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d, LayerNorm  # noqa: F401
+from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401

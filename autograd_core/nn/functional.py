@@ -278,12 +278,8 @@ def one_hot(tensor, num_classes=-1):
 
 
 # ---------------------------------------------------------------------------------------------
-# The CNN/RNN kernels (another file): tolerated as absent only while that file does not exist.
-try:
-    from . import _functional_cnn as _cnn
-except ModuleNotFoundError as e:
-    if e.name != __name__.rsplit(".", 1)[0] + "._functional_cnn":
-        raise
-else:
-    from ._functional_cnn import *  # noqa: F401,F403
-    __all__ += [n for n in getattr(_cnn, "__all__", ()) if n not in __all__]
+# The CNN/RNN kernels live in their own file.
+from . import _functional_cnn as _cnn  # noqa: E402
+from ._functional_cnn import *  # noqa: F401,F403,E402
+
+__all__ += [n for n in getattr(_cnn, "__all__", ()) if n not in __all__]
