@@ -413,3 +413,7 @@ def _format(t):
     if a.size == 0:
         body = "[]" if a.ndim == 1 else f"[], size={tuple(a.shape)}"
     return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+
+# Attach the ops (methods, operators) to Tensor whichever module of the package is imported first.
+from . import ops as _ops  # noqa: E402,F401
