@@ -1,0 +1,228 @@
+"""Typed, validated configuration of the FCU bridge (defaults live here, nowhere else).
+
+The ``fcu_bridge`` ROS parameters and the hardware YAML files are views of :class:`BridgeConfig`:
+``BridgeConfig.from_dict`` takes nested dicts (YAML) or dotted keys
+(``"failsafe.geofence.kind"``, the ROS parameter spelling) and names the offending key in every
+error. All distances are metres in the world ENU frame, times seconds, rates hertz.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Tuple
+
+from .connection import parse_url
+
+__all__ = ["GeofenceConfig", "FailsafeConfig", "BridgeConfig", "from_dict"]
+
+_AUTOPILOTS = ("auto", "px4", "ardupilot")
+_FENCE_KINDS = ("none", "box", "cylinder")
+
+
+def _positive(name: str, value: float, allow_zero: bool = False) -> None:
+    ok = value >= 0.0 if allow_zero else value > 0.0
+    if not (math.isfinite(value) and ok):
+        need = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be finite and {need}, got {value}")
+
+
+@dataclass(frozen=True)
+class GeofenceConfig:
+    """Where the vehicle may go, ENU metres. ``kind``: ``none``, ``box`` (``box_min_m`` ..
+    ``box_max_m``) or ``cylinder`` (``center_m`` (x, y), ``radius_m``, ``z_min_m`` .. ``z_max_m``).
+    ``margin_m``: within this distance of the boundary, velocity/acceleration pointing out is cut."""
+
+    kind: str = "none"
+    box_min_m: Tuple[float, float, float] = (-50.0, -50.0, 0.0)
+    box_max_m: Tuple[float, float, float] = (50.0, 50.0, 20.0)
+    center_m: Tuple[float, float] = (0.0, 0.0)
+    radius_m: float = 50.0
+    z_min_m: float = 0.0
+    z_max_m: float = 20.0
+    margin_m: float = 0.5
+
+    def __post_init__(self):
+        p = "failsafe.geofence."
+        if self.kind not in _FENCE_KINDS:
+            raise ValueError(f"{p}kind must be one of {_FENCE_KINDS}, got {self.kind!r}")
+        for name, n in (("box_min_m", 3), ("box_max_m", 3), ("center_m", 2)):
+            value = getattr(self, name)
+            if len(value) != n or not all(math.isfinite(v) for v in value):
+                raise ValueError(f"{p}{name} must be {n} finite numbers, got {list(value)}")
+        if self.kind == "box" and not all(lo < hi for lo, hi in zip(self.box_min_m, self.box_max_m)):
+            raise ValueError(f"{p}box_min_m {list(self.box_min_m)} must be below box_max_m {list(self.box_max_m)} on every axis")
+        if self.kind == "cylinder":
+            _positive(f"{p}radius_m", self.radius_m)
+            if not self.z_min_m < self.z_max_m:
+                raise ValueError(f"{p}z_min_m ({self.z_min_m}) must be below z_max_m ({self.z_max_m})")
+        _positive(f"{p}margin_m", self.margin_m, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class FailsafeConfig:
+    """Failsafes the bridge enforces regardless of what the planner does.
+
+    stale_setpoint_s: no setpoint from the planner for this long while the FCU follows us ->
+        hold position. land_after_hold_s: holding for this long -> land.
+    state_max_age_s: the state estimate must be younger than this to enter OFFBOARD/GUIDED.
+    max_horizontal_speed_mps, max_vertical_speed_mps, max_acceleration_mps2: clamps applied to
+        the velocity and acceleration fields of every setpoint.
+    """
+
+    stale_setpoint_s: float = 0.5
+    land_after_hold_s: float = 5.0
+    state_max_age_s: float = 0.5
+    max_horizontal_speed_mps: float = 5.0
+    max_vertical_speed_mps: float = 2.0
+    max_acceleration_mps2: float = 5.0
+    geofence: GeofenceConfig = field(default_factory=GeofenceConfig)
+
+    def __post_init__(self):
+        for name in ("stale_setpoint_s", "state_max_age_s", "max_horizontal_speed_mps",
+                     "max_vertical_speed_mps", "max_acceleration_mps2"):
+            _positive(f"failsafe.{name}", getattr(self, name))
+        _positive("failsafe.land_after_hold_s", self.land_after_hold_s, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """Everything the FCU bridge needs (see the module doc for units).
+
+    fcu_url: see ``connection.parse_url``. autopilot: ``auto`` (trust the HEARTBEAT), ``px4`` or
+    ``ardupilot`` (refuse to work with anything else). system_id/component_id: ours (a companion
+    shares the vehicle's system id; 191 = MAV_COMP_ID_ONBOARD_COMPUTER). fcu_system_id: 0 = the
+    first autopilot heard. setpoint_rate_hz: keep-alive stream rate (>= 20). max_setpoint_rate_hz:
+    cap on what reaches the wire when the planner publishes faster (serial links are slow).
+    telemetry_rate_hz: asked of the FCU with SET_MESSAGE_INTERVAL (0 = leave its defaults).
+    command_timeout_s: per attempt; command_retries: extra attempts. confirm_timeout_s: after an
+    ACK, how long the HEARTBEAT may take to show the new mode / arming state. offboard_prime_s:
+    how long setpoints stream before PX4 is asked for OFFBOARD. signing_key_path: file with the
+    MAVLink 2 signing key ("" = unsigned link).
+    """
+
+    fcu_url: str = "udpin:0.0.0.0:14540"
+    autopilot: str = "auto"
+    system_id: int = 1
+    component_id: int = 191
+    fcu_system_id: int = 0
+    fcu_component_id: int = 1
+    heartbeat_rate_hz: float = 1.0
+    setpoint_rate_hz: float = 20.0
+    max_setpoint_rate_hz: float = 100.0
+    telemetry_rate_hz: float = 30.0
+    request_odometry: bool = False
+    timesync_rate_hz: float = 1.0
+    link_timeout_s: float = 1.5
+    connect_timeout_s: float = 10.0
+    reconnect_backoff_s: float = 0.5
+    command_timeout_s: float = 1.0
+    command_retries: int = 2
+    confirm_timeout_s: float = 2.0
+    offboard_prime_s: float = 0.5
+    signing_key_path: str = ""
+    signing_link_id: int = 0
+    failsafe: FailsafeConfig = field(default_factory=FailsafeConfig)
+
+    def __post_init__(self):
+        parse_url(self.fcu_url)
+        if self.autopilot not in _AUTOPILOTS:
+            raise ValueError(f"autopilot must be one of {_AUTOPILOTS}, got {self.autopilot!r}")
+        for name, lo in (("system_id", 1), ("component_id", 1), ("fcu_system_id", 0), ("fcu_component_id", 1)):
+            value = getattr(self, name)
+            if not lo <= value <= 255:
+                raise ValueError(f"{name} must be in {lo}..255, got {value}")
+        if not 20.0 <= self.setpoint_rate_hz <= 250.0:
+            raise ValueError(
+                f"setpoint_rate_hz must be in 20..250 Hz (PX4 leaves OFFBOARD below 2 Hz; 20 Hz leaves margin "
+                f"for lost packets), got {self.setpoint_rate_hz}"
+            )
+        if not self.max_setpoint_rate_hz >= self.setpoint_rate_hz:
+            raise ValueError(
+                f"max_setpoint_rate_hz ({self.max_setpoint_rate_hz}) must be >= setpoint_rate_hz ({self.setpoint_rate_hz})"
+            )
+        for name in ("heartbeat_rate_hz", "link_timeout_s", "connect_timeout_s", "reconnect_backoff_s",
+                     "command_timeout_s", "confirm_timeout_s"):
+            _positive(name, getattr(self, name))
+        for name in ("telemetry_rate_hz", "timesync_rate_hz", "offboard_prime_s"):
+            _positive(name, getattr(self, name), allow_zero=True)
+        if not 0 <= self.command_retries <= 10:
+            raise ValueError(f"command_retries must be in 0..10, got {self.command_retries}")
+        if not 0 <= self.signing_link_id <= 255:
+            raise ValueError(f"signing_link_id must be in 0..255, got {self.signing_link_id}")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "BridgeConfig":
+        """Build from nested dicts and/or dotted keys; unknown keys and bad types raise
+        ValueError naming the key."""
+        return from_dict(cls, values)
+
+
+_FORBIDDEN = {"signing_key", "secret_key", "key"}
+
+
+def _nest(values: Mapping[str, Any]) -> Dict[str, Any]:
+    nested: Dict[str, Any] = {}
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise ValueError(f"config keys must be strings, got {key!r}")
+        parts = key.split(".")
+        node = nested
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"config key {key!r} conflicts with a scalar value for {part!r}")
+        if isinstance(value, Mapping):
+            node.setdefault(parts[-1], {}).update(_nest(value))
+        else:
+            node[parts[-1]] = value
+    return nested
+
+
+def _coerce(path: str, annotation: str, value: Any) -> Any:
+    if annotation == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{path} must be true or false, got {value!r}")
+        return value
+    if annotation == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{path} must be an integer, got {value!r}")
+        return value
+    if annotation == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{path} must be a number, got {value!r}")
+        return float(value)
+    if annotation == "str":
+        if not isinstance(value, str):
+            raise ValueError(f"{path} must be a string, got {value!r}")
+        return value
+    if annotation.startswith("Tuple[float"):
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+            raise ValueError(f"{path} must be a list of numbers, got {value!r}")
+        return tuple(_coerce(f"{path}[{i}]", "float", v) for i, v in enumerate(value))
+    raise TypeError(f"no coercion for {path} of type {annotation}")  # a bug in this module
+
+
+def from_dict(cls, values: Mapping[str, Any], prefix: str = ""):
+    """Instantiate the config dataclass ``cls`` from ``values`` (see BridgeConfig.from_dict)."""
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{prefix or 'config'} must be a mapping, got {type(values).__name__}")
+    nested = _nest(values)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in nested.items():
+        path = f"{prefix}{key}"
+        if key in _FORBIDDEN:
+            raise ValueError(
+                f"{path}: the signing key is never a parameter (parameters end up in logs); write it to a "
+                f"file with mode 600 and set signing_key_path"
+            )
+        if key not in fields:
+            raise ValueError(f"unknown config key {path!r}; known keys here: {sorted(fields)}")
+        annotation = fields[key].type
+        if annotation in ("FailsafeConfig", "GeofenceConfig"):
+            sub = FailsafeConfig if annotation == "FailsafeConfig" else GeofenceConfig
+            kwargs[key] = from_dict(sub, value, prefix=f"{path}.")
+        else:
+            kwargs[key] = _coerce(path, annotation, value)
+    return cls(**kwargs)
