@@ -12,14 +12,18 @@ plane; such an axis constrains nothing, so per-axis bounds use the NaN-propagati
 ``minimum``/``maximum`` and the axes are combined with the NaN-ignoring ``fmax``/``fmin``. This
 keeps the interval arithmetic exact without clamping every direction component.
 
-Two drivers share the kernels:
+Three drivers, all returning identical numbers:
 - ``cast_brute``: every ray against every obstacle, chunked over rays (any origins).
-- ``cast_single_origin``: for a camera (one origin, many rays). Rays are sorted into small
-  angular groups (Morton order on azimuth/elevation); each obstacle's angular extent seen from the
-  origin is bounded from its vertical-prism hull; only (group, obstacle) pairs whose angular
-  boxes overlap run the exact kernel. Every point of a ray shares the ray's azimuth and elevation
-  seen from its origin, so the test is exact up to a tiny margin and both drivers return
-  identical numbers.
+- ``cast_single_origin``: one origin, many rays. Rays within a ~150 degree cone (a camera's)
+  go to ``raycast_fast.cast_image``: each obstacle's bounding box is projected onto an image
+  plane and only the rays inside its rectangle run the exact kernels (flat pair arrays that
+  repeat these kernels' operations), nearest obstacles first with occlusion culling. Other ray
+  sets go to ``cast_angular_groups``.
+- ``cast_angular_groups``: rays are sorted into small angular groups (Morton order on
+  azimuth/elevation); each obstacle's angular extent seen from the origin is bounded from its
+  vertical-prism hull; only (group, obstacle) pairs whose angular boxes overlap run the exact
+  kernel. Every point of a ray shares the ray's azimuth and elevation seen from its origin, so
+  the test is exact up to a tiny margin.
 """
 from __future__ import annotations
 
@@ -29,12 +33,14 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from .packed import Block
+from .raycast_fast import cast_image
 
-__all__ = ["Rays", "make_rays", "cast_brute", "cast_single_origin", "RAY_KERNELS"]
+__all__ = ["Rays", "make_rays", "cast_brute", "cast_single_origin", "cast_angular_groups",
+           "RAY_KERNELS"]
 
 #: Upper bound on rays x obstacles per kernel call (memory and cache locality).
 CHUNK_ELEMENTS = 1 << 16
-#: Rays per angular group in the single-origin driver (measured at 64x48: 8 beats 16 and 32).
+#: Rays per angular group in the angular-group driver (measured at 64x48: 8 beats 16 and 32).
 GROUP_SIZE = 8
 #: Angular slack of the culling test, radians: far above rounding error, far below a pixel.
 ANGLE_MARGIN_RAD = 1e-9
@@ -252,7 +258,26 @@ def _hull_view(hull: np.ndarray, origin: np.ndarray):
 
 def cast_single_origin(blocks: Sequence[Block], origin: np.ndarray, directions: np.ndarray,
                        max_range: float) -> np.ndarray:
-    """Nearest obstacle hit per ray for rays sharing one origin, culled by angular groups.
+    """Nearest obstacle hit per ray for rays sharing one origin, culled.
+
+    Rays within a ~150 degree cone (a camera's) take the image-plane path of ``raycast_fast``;
+    others the angular-group driver. origin: (3,); directions: (M, 3) unit vectors; float64,
+    metres. Obstacles farther than ``max_range`` may be skipped. Returns (M,) float64 metres,
+    inf where nothing is hit.
+    """
+    n_rays = directions.shape[0]
+    if n_rays == 0 or not any(b.size for b in blocks):
+        return np.full(n_rays, np.inf)
+    out = cast_image(blocks, origin, directions, max_range)
+    if out is None:
+        out = cast_angular_groups(blocks, origin, directions, max_range)
+    return out
+
+
+def cast_angular_groups(blocks: Sequence[Block], origin: np.ndarray, directions: np.ndarray,
+                        max_range: float) -> np.ndarray:
+    """Nearest obstacle hit per ray for rays sharing one origin, culled by angular groups (any
+    directions; the fallback of ``cast_single_origin``).
 
     origin: (3,); directions: (M, 3) unit vectors; float64, metres. Obstacles farther than
     ``max_range`` may be skipped. Returns (M,) float64 metres, inf where nothing is hit.
