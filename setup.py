@@ -33,6 +33,11 @@ def _files(pattern):
 # Console scripts: one per ROS node (`ros2 run planner_pkg <name>`), plus the CLI.
 CONSOLE_SCRIPTS = [
     "planner_pkg = planner_pkg.cli:main",
+    "sim_bridge = planner_pkg.nodes.sim_bridge:main",
+    "planner_node = planner_pkg.nodes.planner_node:main",
+    "traj_server = planner_pkg.nodes.traj_server:main",
+    "bringup = planner_pkg.nodes.bringup:main",
+    "fcu_bridge = planner_pkg.nodes.fcu_bridge:main",
 ]
 
 setup(

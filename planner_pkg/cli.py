@@ -7,6 +7,8 @@ Commands:
                 [--plot flight.png] [--timeout S]
     world generate --kind forest --seed 3 -o forest.yaml [--param key=value ...]
     world sdf forest.yaml -o forest.sdf
+    policy train --config FILE --out model.agm [--resume CKPT]
+    policy eval [--model model.agm] --episodes 100 --speed 3
 
 Exit codes: 0 = done (for ``fly``: the episode was simulated and its files written, whatever
 its outcome; read ``reached`` in the summary), 1 = failed while running, 2 = bad arguments or
@@ -122,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     fly.add_argument("--goal-tolerance", type=_positive_float, default=0.5, metavar="M", help="goal radius, m (0.5)")
     fly.set_defaults(handler=_cmd_fly)
 
+    sub.add_parser("bringup", help="start the ROS 2 graph (sim|gazebo|hardware) without ros2 launch; "
+                   "'bringup --help' for its options")
+
     world = sub.add_parser("world", help="generate worlds and export them")
     wsub = world.add_subparsers(dest="world_command", metavar="WORLD_COMMAND")
     wsub.required = True
@@ -142,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     sdf.add_argument("-o", "--output", required=True, metavar="FILE", help="SDF file to write")
     sdf.add_argument("--name", help="SDF world name (default: the file's stem)")
     sdf.set_defaults(handler=_cmd_world_sdf)
+
+    from planner_pkg.policy.cli import add_parser as add_policy_parser
+
+    add_policy_parser(sub)  # policy train|eval (planner_pkg/policy/cli.py)
     return parser
 
 
@@ -279,6 +288,10 @@ def _cmd_world_sdf(args) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point; returns the exit code instead of exiting (tests call it directly)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bringup"]:  # the ROS 2 graph without ros2 launch; needs rclpy (planner_pkg.nodes)
+        from planner_pkg.nodes.bringup import main as bringup_main
+
+        return bringup_main(argv[1:])
     parser = build_parser()
     try:
         args = parser.parse_args(_join_negative_coordinates(argv))

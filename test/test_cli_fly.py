@@ -68,8 +68,7 @@ def test_world_sdf_export(small_forest, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--planner", "ego"], "planner 'ego' is not installed in this version"),
-        (["--planner", "policy"], "planner 'policy' is not installed in this version"),
+        (["--planner", "policy", "--model", "missing.agm"], "model file 'missing.agm' does not exist"),
         (["--planner", "astar"], "invalid choice: 'astar'"),
         (["--planner", "direct", "--max-vel", "-1"], "expected a positive number"),
         (["--planner", "direct", "--start", "1,2"], "expected three finite numbers"),

@@ -45,6 +45,31 @@ def _direct(options: PlannerOptions):
     return DirectPlanner(DirectConfig(max_vel_mps=options.max_vel_mps))
 
 
+def _ego(options: PlannerOptions):
+    from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
+
+    if options.max_vel_mps is None:
+        return EgoPlanner(EgoConfig(seed=options.seed))
+    return EgoPlanner(EgoConfig(max_vel_mps=options.max_vel_mps, seed=options.seed))
+
+
+def _policy(options: PlannerOptions):
+    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.export import PolicyModelError
+    from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
+
+    path = options.model_path or default_model_path()
+    if path is None:
+        raise PlannerNotAvailableError(
+            "planner 'policy' needs a trained model: pass --model FILE (train one with "
+            "'python -m planner_pkg policy train --config config/policy/default.yaml --out model.agm')"
+        )
+    try:
+        return PolicyPlanner(path, PolicyPlannerConfig(speed_mps=options.max_vel_mps))
+    except PolicyModelError as exc:
+        raise PlannerNotAvailableError(f"planner 'policy': {exc}") from None
+
+
 def _not_installed(name: str, arrives_with: str) -> Callable[[PlannerOptions], object]:
     def build(options: PlannerOptions):
         raise PlannerNotAvailableError(
@@ -58,8 +83,8 @@ def _not_installed(name: str, arrives_with: str) -> Callable[[PlannerOptions], o
 
 _BUILDERS: Dict[str, Callable[[PlannerOptions], object]] = {
     "direct": _direct,
-    "ego": _not_installed("ego", "the EGO-style B-spline planner"),
-    "policy": _not_installed("policy", "the learned depth policy"),
+    "ego": _ego,
+    "policy": _policy,
 }
 
 

@@ -48,10 +48,11 @@ def test_odometry_noise_is_seeded_and_needs_an_rng():
 def test_planner_factory():
     planner = make_planner("direct", PlannerOptions(max_vel_mps=3.5))
     assert planner.config.max_vel_mps == 3.5 and planner.rate_hz > 0
-    assert available_planners() == ("direct",)
-    for name in ("ego", "policy"):
-        with pytest.raises(PlannerNotAvailableError, match=f"'{name}' is not installed"):
-            make_planner(name)
+    assert available_planners() == ("direct", "ego", "policy")
+    ego = make_planner("ego", PlannerOptions(max_vel_mps=2.5))
+    assert ego.rate_hz > 0
+    with pytest.raises(PlannerNotAvailableError, match="policy"):
+        make_planner("policy", PlannerOptions(model_path="/nonexistent/model.agm"))
     with pytest.raises(ValueError, match="unknown planner"):
         make_planner("rrt")
     with pytest.raises(ValueError, match="max velocity"):

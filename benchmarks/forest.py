@@ -1,0 +1,163 @@
+"""Forest benchmark: the EGO planner and the ``direct`` baseline in N seeded random forests.
+
+Each episode is one closed-loop flight in the embedded simulator (rigid-body quadrotor, SE(3)
+controller, 64x48 depth camera at 30 Hz feeding the planner; the planner never sees the world):
+a 50 x 20 m forest of vertical trunks (radius 0.25-0.5 m, 4-5 m tall) at 0.2 trunks/m^2, from
+(-20, 0, 1) to (20, 0, 1) (40 m), trunks kept 2 m clear of start and goal. Seed k gives the same
+forest for every planner and speed.
+
+Printed per planner and max_vel:
+- the acceleration limit is max(3, 1.5 max_vel) m/s^2 unless ``--max-acc`` says otherwise;
+- success: reached the goal (0.5 m) with no contact (vehicle ball of 0.19 m never touched a surface);
+- mean speed (path length / time) and path-length ratio to the 40 m straight line, on successes;
+- min clearance: the smallest ball-to-surface gap over successful flights (and their median);
+- update() p50 / p95: wall time of every planner.update call (what the runner reports as
+  replan_ms; includes the ticks that only check the trajectory), pooled over all episodes;
+- replan p50 / p95: wall time of the ticks that actually planned (EGO only);
+- map fuse p50: wall time to fuse one depth frame into the map (EGO only; runs in observe()).
+
+Never pass/fail on time (machines differ). Run on one core for comparable numbers:
+``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/forest.py --episodes 100``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from planner_pkg.planning.direct import DirectConfig, DirectPlanner  # noqa: E402
+from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner  # noqa: E402
+from planner_pkg.sim import RunnerConfig, run_episode  # noqa: E402
+from planner_pkg.world import generate_world  # noqa: E402
+
+START = (-20.0, 0.0, 1.0)
+GOAL = (20.0, 0.0, 1.0)
+STRAIGHT_M = 40.0
+
+
+class TimedPlanner:
+    """Forwards the Planner protocol and records the wall time of every update() call."""
+
+    def __init__(self, planner):
+        self.planner = planner
+        self.name = getattr(planner, "name", type(planner).__name__)
+        self.rate_hz = planner.rate_hz
+        self.update_ms = []
+        if hasattr(planner, "observe"):
+            self.observe = planner.observe
+
+    def reset(self, start, goal):
+        self.planner.reset(start, goal)
+
+    def update(self, state, sensors):
+        t0 = time.perf_counter()
+        try:
+            return self.planner.update(state, sensors)
+        finally:
+            self.update_ms.append(1e3 * (time.perf_counter() - t0))
+
+
+def default_max_acc(max_vel: float) -> float:
+    """EGO's 3 m/s^2 at its 2 m/s default, scaled with the speed above that (6 m/s^2 at 4 m/s):
+    the same trunk spacing needs ~2x the lateral acceleration at 2x the speed to dodge in time."""
+    return max(3.0, 1.5 * max_vel)
+
+
+def make_planner(name: str, max_vel: float, max_acc: float):
+    if name == "ego":
+        return EgoPlanner(EgoConfig(max_vel_mps=max_vel, max_acc_mps2=max_acc))
+    if name == "direct":
+        return DirectPlanner(DirectConfig(max_vel_mps=max_vel, max_acc_mps2=max_acc))
+    raise ValueError(f"unknown planner {name!r}")
+
+
+def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, verbose: bool):
+    rows = []
+    update_ms, replan_ms, fuse_ms = [], [], []
+    timeout = 3.0 * STRAIGHT_M / max_vel + 10.0
+    for seed in seeds:
+        world = generate_world("forest", seed, density=density, start=START, goal=GOAL)
+        planner = TimedPlanner(make_planner(name, max_vel, max_acc))
+        res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed))
+        s = res.summary
+        rows.append(s)
+        update_ms += planner.update_ms
+        stats = getattr(planner.planner, "stats", None)
+        if stats is not None:
+            replan_ms += stats.replan_ms
+            fuse_ms += stats.fuse_ms
+        if verbose:
+            print(f"  {name} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s "
+                  f"clear={s.min_clearance_m:6.3f} m  {s.message}", flush=True)
+    ok = [s for s in rows if s.reached and not s.collided]
+
+    def pct(values, q):
+        return float(np.percentile(values, q)) if values else float("nan")
+
+    return {
+        "planner": name,
+        "max_vel": max_vel,
+        "max_acc": max_acc,
+        "episodes": len(rows),
+        "success": len(ok) / len(rows) if rows else float("nan"),
+        "collisions": sum(s.collided for s in rows),
+        "timeouts": sum(s.reason == "timeout" for s in rows),
+        "speed": float(np.mean([s.mean_speed_mps for s in ok])) if ok else float("nan"),
+        "length_ratio": float(np.mean([s.path_length_m / STRAIGHT_M for s in ok])) if ok else float("nan"),
+        "clear_min": min((s.min_clearance_m for s in ok), default=float("nan")),
+        "clear_med": pct([s.min_clearance_m for s in ok], 50),
+        "update_p50": pct(update_ms, 50),
+        "update_p95": pct(update_ms, 95),
+        "replan_p50": pct(replan_ms, 50),
+        "replan_p95": pct(replan_ms, 95),
+        "fuse_p50": pct(fuse_ms, 50),
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=100, help="forests per case (seeds first..first+N-1)")
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--speeds", type=float, nargs="+", default=[2.0, 4.0], help="max_vel values, m/s")
+    ap.add_argument("--planners", nargs="+", default=["ego", "direct"], choices=["ego", "direct"])
+    ap.add_argument("--max-acc", type=float, default=None,
+                    help="acceleration limit, m/s^2 (default: max(3, 1.5 max_vel): 3 at 2 m/s, 6 at 4 m/s)")
+    ap.add_argument("--density", type=float, default=0.2, help="trunks per m^2")
+    ap.add_argument("--verbose", action="store_true", help="one line per episode")
+    args = ap.parse_args(argv)
+    if args.episodes < 1:
+        ap.error("--episodes must be >= 1")
+    seeds = range(args.first_seed, args.first_seed + args.episodes)
+    print(f"forest benchmark: {args.episodes} forests (seeds {seeds.start}..{seeds.stop - 1}), density "
+          f"{args.density} /m^2, 40 m start-goal, quadrotor + 30 Hz depth camera", flush=True)
+    results = []
+    wall0 = time.perf_counter()
+    for v in args.speeds:
+        for name in args.planners:
+            t0 = time.perf_counter()
+            acc = args.max_acc if args.max_acc is not None else default_max_acc(v)
+            results.append(run_case(name, v, acc, seeds, args.density, args.verbose))
+            print(f"  ... {name} at {v:g} m/s done in {time.perf_counter() - t0:.0f} s", flush=True)
+    head = (f"{'planner':8s} {'v_max':>5s} {'a_max':>5s} {'success':>8s} {'coll':>5s} {'tout':>5s} {'speed':>6s} {'%vmax':>6s} "
+            f"{'len/L':>6s} {'clr_min':>8s} {'clr_med':>8s} {'upd p50':>8s} {'upd p95':>8s} {'rpl p50':>8s} "
+            f"{'rpl p95':>8s} {'fuse':>6s}")
+    print()
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        print(f"{r['planner']:8s} {r['max_vel']:5.1f} {r['max_acc']:5.1f} {100 * r['success']:7.1f}% {r['collisions']:5d} {r['timeouts']:5d} "
+              f"{r['speed']:6.2f} {100 * r['speed'] / r['max_vel']:5.0f}% {r['length_ratio']:6.3f} "
+              f"{r['clear_min']:8.3f} {r['clear_med']:8.3f} {r['update_p50']:8.2f} {r['update_p95']:8.2f} "
+              f"{r['replan_p50']:8.2f} {r['replan_p95']:8.2f} {r['fuse_p50']:6.2f}")
+    print("(speed m/s and len/L on successful flights; clearance m; times ms; "
+          f"total wall {time.perf_counter() - wall0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+"""ROS 2 nodes: thin shells that move messages between the plain-Python parts (DESIGN.md graph).
+
+This is the only package that imports ``rclpy``. Modules:
+
+    conversions        messages <-> core types (the one place that knows message layouts)
+    params             ROS parameters as a view of a config dataclass (descriptors, validation)
+    common             QoS per topic, node ``main`` boilerplate, status (DiagnosticArray) helpers
+    sampled_trajectory a trajectory received as samples (plain Python, no rclpy)
+    sim_stepper        the embedded simulator advanced in slices by the sim bridge (plain Python)
+    sim_bridge         node ``sim_bridge``: embedded simulator or Gazebo adapter
+    planner_node       node ``planner``: any planner of ``planner_factory`` (``ego``, ``direct``)
+    traj_server        node ``traj_server``: trajectory -> 100 Hz setpoints
+    bringup            ``python -m planner_pkg bringup``: the launch graph without ``ros2 launch``
+"""

@@ -1,0 +1,108 @@
+"""What every node shares: QoS per topic (DESIGN.md table), ``main`` boilerplate, status helpers."""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Callable, Optional
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
+                       qos_profile_sensor_data)
+
+from planner_pkg.nodes.params import ParameterConfigError
+
+# Exit codes of the node executables; the bringup restarts a node that *crashed*, not one that
+# refused its configuration (restarting cannot fix that).
+EXIT_OK, EXIT_CRASH, EXIT_CONFIG = 0, 1, 2
+
+ODOM_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+SENSOR_QOS = qos_profile_sensor_data  # best effort, depth 5: depth/image, cloud
+GOAL_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+TRAJECTORY_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+SETPOINT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
+MARKERS_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)  # map/markers
+CLOCK_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
+STATUS_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+# Relative topic names (DESIGN.md); a namespace (swarm) prefixes all but /clock.
+TOPIC_ODOM = "odom"
+TOPIC_DEPTH = "depth/image"
+TOPIC_CLOUD = "cloud"
+TOPIC_GOAL = "goal_pose"
+TOPIC_TRAJECTORY = "planning/trajectory"
+TOPIC_SETPOINT = "setpoint"
+TOPIC_PLANNING_MARKERS = "planning/markers"
+TOPIC_MAP_MARKERS = "map/markers"
+TOPIC_STATUS = "status"
+TOPIC_CLOCK = "/clock"
+
+
+def now_s(node) -> float:
+    """The node's ROS time in seconds (sim time when ``use_sim_time`` is true)."""
+    return node.get_clock().now().nanoseconds * 1e-9
+
+
+def run_node(make_node: Callable[[], "rclpy.node.Node"], args=None) -> int:
+    """``rclpy.init``, build the node, ``executor.spin()``, clean shutdown; returns an exit code.
+
+    Ctrl-C / SIGTERM / an external shutdown end the spin normally (exit 0). A parameter refused
+    at startup exits with :data:`EXIT_CONFIG` after one log line naming it.
+    """
+    rclpy.init(args=args)
+    node = None
+    code = EXIT_OK
+    executor = SingleThreadedExecutor()
+    try:
+        node = make_node()
+        executor.add_node(node)
+        executor.spin()
+    except ParameterConfigError as exc:
+        logging.getLogger("planner_pkg.nodes").error("%s", exc)
+        print(f"[FATAL] {exc}", file=sys.stderr, flush=True)
+        code = EXIT_CONFIG
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except RuntimeError:
+        # rclpy can fail inside take_message when Ctrl-C/SIGTERM shuts the context down mid-wait:
+        # that is a normal stop; a RuntimeError while the context is still up is a real crash
+        if rclpy.ok():
+            raise
+    finally:
+        if node is not None:
+            close = getattr(node, "close", None)
+            if close is not None:
+                close()
+            executor.remove_node(node)
+            node.destroy_node()
+        executor.shutdown()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return code
+
+
+def exit_with(code: int) -> None:  # pragma: no cover - process exit
+    sys.exit(code)
+
+
+class Throttle:
+    """Says whether an event of kind ``key`` may be logged again (at most once per ``period_s`` wall s)."""
+
+    def __init__(self, period_s: float = 2.0):
+        import time
+
+        self._time = time.monotonic
+        self.period_s = period_s
+        self._last: dict = {}
+        self.counts: dict = {}
+
+    def __call__(self, key: str) -> bool:
+        self.counts[key] = self.counts.get(key, 0) + 1
+        t = self._time()
+        last: Optional[float] = self._last.get(key)
+        if last is None or t - last >= self.period_s:
+            self._last[key] = t
+            return True
+        return False

@@ -1,0 +1,327 @@
+"""ROS parameters as a view of a component's config dataclass (one source of defaults).
+
+:func:`param_specs` walks a frozen dataclass (nested dataclasses become dotted names:
+``ego.map.resolution_m``) and gives one :class:`ParamSpec` per field it can express as a ROS
+parameter: ``float`` -> double, ``int`` -> integer, ``bool``, ``str``, ``enum.Enum`` -> string
+(the member values), ``Optional[float]`` -> double with NaN meaning None, and tuples of numbers or
+strings -> arrays. A field's ``metadata`` may carry ``description``, ``range`` ``(lo, hi)`` and
+``choices``; otherwise the description comes from the class docstring's ``name: text`` line.
+
+:class:`ConfigParameters` declares them on a node with a ``ParameterDescriptor`` each (range and
+choices included), builds the config from the declared values (YAML overrides), and validates
+every runtime change by building the candidate config: the dataclass's own ``__post_init__`` is
+the validator, so a bad value is refused with its message in ``SetParametersResult.reason``. At
+startup a bad value raises :class:`ParameterConfigError` naming the parameter, and the node's
+``main`` exits with code 2 (the bringup does not restart a node for that).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import re
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["ParamSpec", "ParameterConfigError", "param_specs", "build_config", "ConfigParameters",
+           "config_from_mapping", "flatten_yaml_block"]
+
+
+class ParameterConfigError(ValueError):
+    """A parameter value was refused (startup); the message names the parameter and the reason."""
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One ROS parameter mirroring one dataclass field.
+
+    name: ROS name (dotted for nested configs); path: field names from the root config;
+    kind: double | integer | bool | string | double_array | integer_array | string_array;
+    default: the ROS value of the dataclass default; optional: NaN / "" stands for None;
+    enum_type: the Enum class for enum fields; range / choices: what the descriptor advertises.
+    """
+
+    name: str
+    path: Tuple[str, ...]
+    kind: str
+    default: Any
+    description: str = ""
+    range: Optional[Tuple[float, float]] = None
+    choices: Optional[Tuple[str, ...]] = None
+    optional: bool = False
+    enum_type: Optional[type] = None
+    read_only: bool = False
+
+
+_DOC_LINE = re.compile(r"^\s*([A-Za-z_][\w, ]*?)\s*:\s*(.+)$")
+
+
+def _doc_descriptions(cls) -> Dict[str, str]:
+    """``{field: text}`` from ``name: text`` / ``a, b: text`` lines of a class docstring."""
+    out: Dict[str, str] = {}
+    doc = cls.__doc__ or ""
+    last: List[str] = []
+    for line in doc.splitlines():
+        m = _DOC_LINE.match(line)
+        if m:
+            names = [n.strip() for n in m.group(1).split(",")]
+            if all(n.isidentifier() for n in names):
+                for n in names:
+                    out[n] = m.group(2).strip()
+                last = names
+                continue
+        if last and line.startswith("        ") and line.strip():
+            for n in last:
+                out[n] += " " + line.strip()
+            continue
+        last = []
+    return out
+
+
+def _unwrap_optional(tp) -> Tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+def _kind_of(tp, default) -> Optional[str]:
+    """ROS kind for a (non-optional) type hint and its default, or None if not expressible."""
+    if tp is bool:
+        return "bool"
+    if tp is int:
+        return "integer"
+    if tp is float:
+        return "double"
+    if tp is str:
+        return "string"
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "string"
+    origin = typing.get_origin(tp)
+    if tp is tuple or origin in (tuple, list, Sequence) or tp is list:
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        elem = args[0] if args and all(a == args[0] for a in args) else None
+        sample = list(default) if isinstance(default, (tuple, list)) else []
+        if elem is str or (elem is None and sample and all(isinstance(v, str) for v in sample)):
+            return "string_array"
+        if elem is int or (elem is None and sample and all(isinstance(v, int) and not isinstance(v, bool)
+                                                          for v in sample)):
+            return "integer_array"
+        if elem in (float, None) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sample):
+            return "double_array"
+    return None
+
+
+def _to_ros(spec_kind: str, value, optional: bool):
+    if value is None and optional:
+        return math.nan if spec_kind == "double" else ""
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if spec_kind == "double":
+        return float(value)
+    if spec_kind == "integer":
+        return int(value)
+    if spec_kind == "double_array":
+        return [float(v) for v in value]
+    if spec_kind == "integer_array":
+        return [int(v) for v in value]
+    if spec_kind == "string_array":
+        return [str(v) for v in value]
+    return value
+
+
+def param_specs(config_cls, default=None, prefix: str = "", _path: Tuple[str, ...] = ()) -> List[ParamSpec]:
+    """Parameter specs for every expressible field of ``config_cls`` (defaults from ``default``)."""
+    default = config_cls() if default is None else default
+    hints = typing.get_type_hints(config_cls)
+    docs = _doc_descriptions(config_cls)
+    specs: List[ParamSpec] = []
+    for f in dataclasses.fields(config_cls):
+        if f.name.startswith("_") or not f.init:
+            continue
+        value = getattr(default, f.name)
+        tp, optional = _unwrap_optional(hints.get(f.name, type(value)))
+        name = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(tp) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+            sub_cls = type(value) if value is not None else tp
+            specs.extend(param_specs(sub_cls, value, name + ".", _path + (f.name,)))
+            continue
+        kind = _kind_of(tp, value)
+        if kind is None or (optional and kind not in ("double", "string")):
+            continue  # not expressible as a ROS parameter: keeps its dataclass default
+        meta = f.metadata or {}
+        enum_type = tp if isinstance(tp, type) and issubclass(tp, enum.Enum) else None
+        choices = meta.get("choices")
+        if enum_type is not None and choices is None:
+            choices = tuple(str(m.value) for m in enum_type)
+        desc = meta.get("description") or docs.get(f.name, "")
+        if optional:
+            desc = (desc + " " if desc else "") + ("(NaN = none)" if kind == "double" else "(empty = none)")
+        specs.append(ParamSpec(
+            name=name, path=_path + (f.name,), kind=kind, default=_to_ros(kind, value, optional),
+            description=desc, range=meta.get("range"), choices=tuple(choices) if choices else None,
+            optional=optional, enum_type=enum_type, read_only=bool(meta.get("read_only", False)),
+        ))
+    return specs
+
+
+def _from_ros(spec: ParamSpec, value):
+    """ROS value -> the dataclass field value (ValueError naming the parameter)."""
+    if spec.optional and ((spec.kind == "double" and isinstance(value, float) and math.isnan(value))
+                          or (spec.kind == "string" and value == "")):
+        return None
+    if spec.choices is not None and spec.kind == "string" and value not in spec.choices:
+        raise ValueError(f"parameter {spec.name!r} = {value!r} is not one of {list(spec.choices)}")
+    if spec.range is not None and spec.kind in ("double", "integer"):
+        lo, hi = spec.range
+        if not (isinstance(value, (int, float)) and lo <= value <= hi):
+            raise ValueError(f"parameter {spec.name!r} = {value!r} is outside its range [{lo}, {hi}]")
+    if spec.enum_type is not None:
+        return spec.enum_type(value)
+    if spec.kind.endswith("_array"):
+        return tuple(value)
+    return value
+
+
+def build_config(config_cls, specs: Sequence[ParamSpec], values: Dict[str, Any], base=None):
+    """A new config: ``base`` (default: ``config_cls()``) with the ROS ``values`` ({name: value}) applied.
+
+    Validation is the dataclasses' own; a failure raises ValueError naming the parameters involved.
+    """
+    base = config_cls() if base is None else base
+    by_name = {s.name: s for s in specs}
+    tree: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    for name, value in values.items():
+        spec = by_name.get(name)
+        if spec is None:
+            raise ValueError(f"unknown parameter {name!r}")
+        tree.setdefault(spec.path[:-1], {})[spec.path[-1]] = _from_ros(spec, value)
+
+    def rebuild(obj, path):
+        changes = dict(tree.get(path, {}))
+        for f in dataclasses.fields(obj):
+            sub = getattr(obj, f.name)
+            if dataclasses.is_dataclass(sub) and not isinstance(sub, type):
+                if any(p[: len(path) + 1] == path + (f.name,) for p in tree):
+                    changes[f.name] = rebuild(sub, path + (f.name,))
+        if not changes:
+            return obj
+        try:
+            return dataclasses.replace(obj, **changes)
+        except (ValueError, TypeError) as exc:
+            names = sorted(n for n, s in by_name.items() if s.path[:-1] == path and s.path[-1] in changes)
+            raise ValueError(f"{', '.join(names) or '.'.join(path)}: {exc}") from None
+
+    return rebuild(base, ())
+
+
+def flatten_yaml_block(block: dict, prefix: str = "") -> Dict[str, Any]:
+    """``{a: {b: 1}}`` -> ``{"a.b": 1}`` (how ROS reads nested keys under ros__parameters)."""
+    out: Dict[str, Any] = {}
+    for k, v in block.items():
+        if isinstance(v, dict):
+            out.update(flatten_yaml_block(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def config_from_mapping(config_cls, mapping: dict, default=None, prefix: str = ""):
+    """Build a config from a (nested) YAML mapping the way the node would: unknown keys raise."""
+    specs = param_specs(config_cls, default, prefix)
+    flat = {k: v for k, v in flatten_yaml_block(mapping).items() if k.startswith(prefix)}
+    return build_config(config_cls, specs, flat, default)
+
+
+class ConfigParameters:
+    """Declare a config dataclass's fields as parameters of ``node`` and keep ``self.config`` in sync.
+
+    ``on_change(new_config)`` (optional) runs after an accepted runtime change. Several instances
+    (different prefixes) may live on one node; each only looks at its own parameters.
+    """
+
+    def __init__(self, node, config_cls, default=None, prefix: str = "",
+                 on_change: Optional[Callable[[Any], None]] = None):
+        from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+        from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+        from rclpy.parameter import Parameter
+
+        self.node = node
+        self.config_cls = config_cls
+        self.default = config_cls() if default is None else default
+        self.specs = param_specs(config_cls, self.default, prefix)
+        self._by_name = {s.name: s for s in self.specs}
+        self._on_change = on_change
+        types = {"double": Parameter.Type.DOUBLE, "integer": Parameter.Type.INTEGER, "bool": Parameter.Type.BOOL,
+                 "string": Parameter.Type.STRING, "double_array": Parameter.Type.DOUBLE_ARRAY,
+                 "integer_array": Parameter.Type.INTEGER_ARRAY, "string_array": Parameter.Type.STRING_ARRAY}
+        values: Dict[str, Any] = {}
+        for spec in self.specs:
+            d = ParameterDescriptor(name=spec.name, type=types[spec.kind].value, description=spec.description,
+                                    read_only=spec.read_only)
+            if spec.range is not None and spec.kind == "double":
+                d.floating_point_range = [FloatingPointRange(from_value=float(spec.range[0]),
+                                                             to_value=float(spec.range[1]), step=0.0)]
+            elif spec.range is not None and spec.kind == "integer":
+                d.integer_range = [IntegerRange(from_value=int(spec.range[0]), to_value=int(spec.range[1]), step=1)]
+            if spec.choices:
+                d.additional_constraints = "one of: " + ", ".join(spec.choices)
+            try:
+                if spec.kind.endswith("_array") and not spec.default:
+                    param = node.declare_parameter(spec.name, types[spec.kind], d)
+                else:
+                    param = node.declare_parameter(spec.name, spec.default, d)
+            except (InvalidParameterValueException, InvalidParameterTypeException) as exc:
+                raise ParameterConfigError(f"parameter {spec.name!r} refused: {exc}") from None
+            value = param.value
+            if value is None:
+                value = [] if spec.kind.endswith("_array") else spec.default
+            if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+                value = list(value.tolist() if hasattr(value, "tolist") else value)
+            values[spec.name] = value
+        changed = {n: v for n, v in values.items() if v != self._by_name[n].default}
+        try:
+            self.config = build_config(config_cls, self.specs, changed, self.default)
+        except ValueError as exc:
+            raise ParameterConfigError(f"refused at startup: {exc}") from None
+        self._pending = None
+        node.add_on_set_parameters_callback(self._validate)
+        node.add_post_set_parameters_callback(self._apply)
+
+    @property
+    def names(self) -> List[str]:
+        return [s.name for s in self.specs]
+
+    def _ours(self, params) -> Dict[str, Any]:
+        out = {}
+        for p in params:
+            if p.name in self._by_name:
+                v = p.value
+                out[p.name] = list(v.tolist() if hasattr(v, "tolist") else v) if isinstance(v, (list, tuple)) \
+                    or hasattr(v, "tolist") else v
+        return out
+
+    def _validate(self, params):
+        from rcl_interfaces.msg import SetParametersResult
+
+        ours = self._ours(params)
+        if not ours:
+            return SetParametersResult(successful=True)
+        try:
+            candidate = build_config(self.config_cls, self.specs, ours, self.config)
+        except ValueError as exc:
+            self.node.get_logger().warning(f"parameter change refused: {exc}")
+            return SetParametersResult(successful=False, reason=str(exc))
+        self._pending = candidate
+        return SetParametersResult(successful=True)
+
+    def _apply(self, params) -> None:
+        if not self._ours(params) or self._pending is None:
+            return
+        self.config, self._pending = self._pending, None
+        self.node.get_logger().info(f"parameters updated: {sorted(self._ours(params))}")
+        if self._on_change is not None:
+            self._on_change(self.config)

@@ -1,0 +1,362 @@
+"""Node ``sim_bridge``: the vehicle side of the graph, simulated or in Gazebo.
+
+``mode: embedded`` (default) runs :class:`~planner_pkg.nodes.sim_stepper.EmbeddedSim` on a
+*wall-clock* timer (it is the clock source, so its own timer cannot run on sim time), advancing
+``real_time_factor`` x the elapsed wall time per tick (at most ``max_step_s`` at once, so a stall
+slows the simulation rather than making it jump). It publishes ``/clock``, ``odom`` (100 Hz sim
+time), ``depth/image`` (32FC1, frame ``camera_optical``) and ``cloud`` (map frame) at the camera
+rate, ``map/markers`` (the world's obstacles, transient local) and ``status``, and tracks
+``setpoint``. A setpoint that cannot be read (partly NaN, inf, no points) is refused with a log
+line and the vehicle holds where it is; none for ``setpoint_timeout_s`` also makes it hold.
+A collision freezes the vehicle and turns the status to ERROR.
+
+``mode: gazebo`` does no physics. ``ros_gz_bridge`` (``config/gz_bridge.yaml``) brings the
+Gazebo model's odometry to ``gz/odom``, its depth camera to ``depth/image`` and takes velocity
+commands from ``gz/cmd_vel``. This node republishes ``gz/odom`` as ``odom`` (frames ``map`` /
+``base_link``), deprojects ``depth/image`` into ``cloud`` with the camera parameters and the
+odometry pose, and turns each ``setpoint`` into a velocity command for the multicopter velocity
+controller (position error x ``gz_position_gain_per_s`` + velocity feed-forward, capped at
+``gz_max_speed_mps``; heading error x ``gz_yaw_gain_per_s``), in the body-yaw frame the
+Gazebo ``MulticopterVelocityControl`` plugin expects.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Tuple
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import Twist
+from nav_msgs.msg import Odometry
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import Image, PointCloud2
+from trajectory_msgs.msg import MultiDOFJointTrajectory
+from visualization_msgs.msg import MarkerArray
+
+from planner_pkg.nodes import common as c
+from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
+from planner_pkg.nodes.sim_stepper import EmbeddedSim
+from planner_pkg.sim.camera import DepthCamera, depth_to_world_points
+from planner_pkg.sim.params import CameraParams
+from planner_pkg.types import Setpoint, VehicleState
+
+NODE_NAME = "sim_bridge"
+DEFAULT_WORLD = "forest_small.yaml"
+
+
+def find_world(name: str) -> Path:
+    """A world file by path, or by name among the shipped worlds (``config/worlds``)."""
+    p = Path(name).expanduser()
+    if p.is_file():
+        return p
+    candidates = [Path(__file__).resolve().parents[2] / "config" / "worlds" / name]
+    try:
+        from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+        try:
+            candidates.append(Path(get_package_share_directory("planner_pkg")) / "config" / "worlds" / name)
+        except (PackageNotFoundError, EnvironmentError, LookupError, ValueError):
+            pass  # not installed as a ROS package, or no ament index (AMENT_PREFIX_PATH unset)
+    except ImportError:  # pragma: no cover - ament_index comes with rclpy
+        pass
+    for cand in candidates:
+        if cand.is_file():
+            return cand
+    raise FileNotFoundError(f"world file {name!r} not found (looked in the working directory and "
+                            f"{[str(x.parent) for x in candidates]})")
+
+
+@dataclass(frozen=True)
+class SimBridgeConfig:
+    """Parameters of the ``sim_bridge`` node."""
+
+    mode: str = field(default="embedded", metadata={"choices": ("embedded", "gazebo"), "read_only": True,
+                                                    "description": "embedded simulator or Gazebo adapter"})
+    world_file: str = field(default=DEFAULT_WORLD, metadata={"read_only": True, "description":
+                            "world file (path, or name of a shipped world in config/worlds)"})
+    start_m: Tuple[float, float, float] = field(default=(-12.0, 0.0, 1.0), metadata={
+        "read_only": True, "description": "start position, m (map frame, ENU)"})
+    start_yaw_rad: float = field(default=0.0, metadata={"range": (-math.pi, math.pi), "read_only": True,
+                                                        "description": "start heading, rad"})
+    vehicle: str = field(default="quadrotor", metadata={"choices": ("quadrotor", "point_mass"), "read_only": True,
+                                                        "description": "vehicle model"})
+    real_time_factor: float = field(default=1.0, metadata={"range": (0.01, 100.0),
+                                                           "description": "sim seconds per wall second"})
+    step_period_s: float = field(default=0.01, metadata={"range": (0.001, 0.1), "read_only": True,
+                                                         "description": "wall period of the stepping timer, s"})
+    max_step_s: float = field(default=0.05, metadata={"range": (0.001, 1.0),
+                                                      "description": "most sim time advanced in one tick, s"})
+    dynamics_rate_hz: float = field(default=500.0, metadata={"range": (50.0, 5000.0), "read_only": True,
+                                                             "description": "physics rate, Hz (sim time)"})
+    control_rate_hz: float = field(default=250.0, metadata={"range": (10.0, 5000.0), "read_only": True,
+                                                            "description": "tracking controller rate, Hz"})
+    camera_rate_hz: float = field(default=30.0, metadata={"range": (0.0, 500.0), "read_only": True,
+                                                          "description": "depth camera rate, Hz (0 = off)"})
+    odom_rate_hz: float = field(default=100.0, metadata={"range": (1.0, 1000.0), "read_only": True,
+                                                         "description": "odometry rate, Hz"})
+    publish_depth: bool = field(default=True, metadata={"description": "publish depth/image"})
+    publish_cloud: bool = field(default=True, metadata={"description": "publish cloud"})
+    setpoint_timeout_s: float = field(default=0.5, metadata={"range": (0.01, 60.0), "description":
+                                      "hold position when no setpoint came for this long (sim time), s"})
+    seed: int = field(default=0, metadata={"range": (0, 2**31 - 1), "read_only": True,
+                                           "description": "sensor noise seed"})
+    status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
+    map_frame: str = field(default=conv.MAP_FRAME, metadata={"read_only": True, "description": "world frame"})
+    base_frame: str = field(default=conv.BODY_FRAME, metadata={"read_only": True, "description": "body frame"})
+    camera_frame: str = field(default="camera_optical", metadata={"read_only": True,
+                                                                  "description": "depth image frame"})
+    gz_position_gain_per_s: float = field(default=1.5, metadata={"range": (0.0, 20.0), "description":
+                                          "gazebo mode: velocity command per metre of position error, 1/s"})
+    gz_yaw_gain_per_s: float = field(default=2.0, metadata={"range": (0.0, 20.0),
+                                     "description": "gazebo mode: yaw rate per radian of heading error, 1/s"})
+    gz_max_speed_mps: float = field(default=3.0, metadata={"range": (0.1, 30.0),
+                                                           "description": "gazebo mode: velocity command cap, m/s"})
+    camera: CameraParams = field(default_factory=CameraParams)
+
+    def __post_init__(self):
+        if len(self.start_m) != 3 or not all(math.isfinite(v) for v in self.start_m):
+            raise ValueError(f"start_m must be three finite numbers, got {list(self.start_m)}")
+        if self.control_rate_hz > self.dynamics_rate_hz or self.camera_rate_hz > self.dynamics_rate_hz:
+            raise ValueError("control_rate_hz and camera_rate_hz cannot exceed dynamics_rate_hz")
+
+
+class SimBridge(Node):
+    def __init__(self, **kwargs):
+        super().__init__(NODE_NAME, **kwargs)
+        self.params = ConfigParameters(self, SimBridgeConfig)
+        cfg = self.params.config
+        self.log = self.get_logger()
+        self.throttle = c.Throttle(2.0)
+        self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0}
+        self.events: list = []
+        self.pub_odom = self.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
+        self.pub_cloud = self.create_publisher(PointCloud2, c.TOPIC_CLOUD, c.SENSOR_QOS)
+        self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
+        self.create_subscription(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, self._on_setpoint, c.SETPOINT_QOS)
+        self.sim: Optional[EmbeddedSim] = None
+        self.gz_state: Optional[VehicleState] = None
+        self.camera = DepthCamera(cfg.camera)
+        if cfg.mode == "embedded":
+            self._init_embedded(cfg)
+        else:
+            self._init_gazebo(cfg)
+        self.create_timer(1.0 / cfg.status_rate_hz, self._publish_status)
+
+    # -- embedded --------------------------------------------------------------------------------
+    def _init_embedded(self, cfg: SimBridgeConfig) -> None:
+        from planner_pkg.world import WorldFormatError, load_world
+
+        try:
+            path = find_world(cfg.world_file)
+            self.world = load_world(path)
+        except (FileNotFoundError, WorldFormatError, OSError) as exc:
+            raise ParameterConfigError(f"parameter 'world_file' refused: {exc}") from None
+        start = np.asarray(cfg.start_m, dtype=np.float64)
+        lo, hi = np.asarray(self.world.bounds_min), np.asarray(self.world.bounds_max)
+        if (start < lo).any() or (start > hi).any():
+            raise ParameterConfigError(f"parameter 'start_m' refused: {start.tolist()} is outside the world bounds "
+                                       f"{lo.tolist()} .. {hi.tolist()}")
+        try:
+            self.sim = EmbeddedSim(self.world, start, cfg.start_yaw_rad, vehicle=cfg.vehicle,
+                                   dynamics_rate_hz=cfg.dynamics_rate_hz, control_rate_hz=cfg.control_rate_hz,
+                                   camera_rate_hz=cfg.camera_rate_hz, odom_rate_hz=cfg.odom_rate_hz,
+                                   camera=cfg.camera, with_points=cfg.publish_cloud,
+                                   setpoint_timeout_s=cfg.setpoint_timeout_s, seed=cfg.seed)
+        except ValueError as exc:
+            raise ParameterConfigError(f"simulator refused its parameters: {exc}") from None
+        if float(self.world.signed_distance(start)) < self.sim.radius_m:
+            raise ParameterConfigError(f"parameter 'start_m' refused: {start.tolist()} is inside or within "
+                                       f"{self.sim.radius_m} m of an obstacle")
+        self.world_path = str(path)
+        self.pub_clock = self.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
+        self.pub_depth = self.create_publisher(Image, c.TOPIC_DEPTH, c.SENSOR_QOS)
+        self.pub_map = self.create_publisher(MarkerArray, c.TOPIC_MAP_MARKERS, c.LATCHED_QOS)
+        self.pub_map.publish(conv.world_to_markers(self.world, 0.0, cfg.map_frame))
+        self.tf = _tf_broadcaster(self)
+        self._wall = Clock(clock_type=ClockType.STEADY_TIME)
+        self._last_wall: Optional[float] = None
+        self._publish_clock(0.0)
+        self._step_timer = self.create_timer(cfg.step_period_s, self._step, clock=self._wall)
+        self.log.info(f"embedded simulator: world {self.world_path} ({len(self.world.obstacles)} obstacles), "
+                      f"start {start.tolist()}, {cfg.vehicle}, x{cfg.real_time_factor:g} real time")
+
+    def _publish_clock(self, t: float) -> None:
+        self.pub_clock.publish(ClockMsg(clock=conv.seconds_to_stamp(t)))
+
+    def _step(self) -> None:
+        cfg = self.params.config
+        wall = time.monotonic()
+        elapsed = cfg.step_period_s if self._last_wall is None else wall - self._last_wall
+        self._last_wall = wall
+        out = self.sim.advance(min(elapsed * cfg.real_time_factor, cfg.max_step_s))
+        for text in out.events:
+            self._event(text)
+        self._publish_clock(self.sim.t)
+        for state in out.odometry:
+            self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
+        if out.odometry and self.tf is not None:
+            self.tf(out.odometry[-1], cfg.map_frame, cfg.base_frame)
+        for frame in out.frames:
+            self.counters["frames"] += 1
+            if cfg.publish_depth:
+                self.pub_depth.publish(conv.depth_to_image(frame.depth, frame.t, cfg.camera_frame))
+            if cfg.publish_cloud and frame.points is not None:
+                self.pub_cloud.publish(conv.points_to_cloud(frame.points, frame.t, cfg.map_frame))
+
+    def _event(self, text: str) -> None:
+        self.events.append(text)
+        del self.events[:-20]
+        self.log.warning(text)
+
+    # -- setpoints (both modes) ------------------------------------------------------------------
+    def _on_setpoint(self, msg: MultiDOFJointTrajectory) -> None:
+        try:
+            if msg.header.frame_id not in ("", self.params.config.map_frame):
+                raise ValueError(f"setpoint in frame {msg.header.frame_id!r}, expected {self.params.config.map_frame!r}")
+            setpoint = conv.msg_to_setpoint(msg)
+            if setpoint.is_empty:
+                raise ValueError("empty setpoint: no position, velocity or acceleration given")
+        except ValueError as exc:
+            self.counters["bad_setpoints"] += 1
+            held = self.sim.hold() if self.sim is not None else None
+            if self.throttle("setpoint"):
+                where = "" if held is None else f"; holding at {np.round(held.position, 2).tolist()}"
+                self.log.warning(f"setpoint refused ({self.counters['bad_setpoints']} so far): {exc}{where}")
+            if self.sim is None:  # gazebo: hold where the vehicle is (zero command until odometry comes)
+                s = self.gz_state
+                self._gz_setpoint = None if s is None else Setpoint.hold(s.position, s.yaw)
+                self._gz_command(None)
+            return
+        self.counters["setpoints"] += 1
+        if self.sim is not None:
+            self.sim.set_setpoint(setpoint)
+        else:
+            self._gz_setpoint = setpoint
+            self._gz_command(setpoint)
+
+    # -- gazebo ----------------------------------------------------------------------------------
+    def _init_gazebo(self, cfg: SimBridgeConfig) -> None:
+        self._gz_setpoint: Optional[Setpoint] = None
+        self.pub_cmd = self.create_publisher(Twist, "gz/cmd_vel", c.SETPOINT_QOS)
+        from std_msgs.msg import Bool
+
+        self.pub_enable = self.create_publisher(Bool, "gz/enable", c.LATCHED_QOS)
+        self.pub_enable.publish(Bool(data=True))  # the velocity controller ignores commands until enabled
+        self.create_subscription(Odometry, "gz/odom", self._on_gz_odom, c.ODOM_QOS)
+        self.create_subscription(Image, c.TOPIC_DEPTH, self._on_gz_depth, c.SENSOR_QOS)
+        self.tf = _tf_broadcaster(self)
+        self.log.info("gazebo mode: gz/odom -> odom, depth/image -> cloud, setpoint -> gz/cmd_vel")
+
+    def _on_gz_odom(self, msg: Odometry) -> None:
+        cfg = self.params.config
+        try:
+            state = conv.odometry_to_state(msg)
+        except ValueError as exc:
+            if self.throttle("gz_odom"):
+                self.log.warning(f"gazebo odometry dropped: {exc}")
+            return
+        self.gz_state = state
+        self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
+        if self.tf is not None:
+            self.tf(state, cfg.map_frame, cfg.base_frame)
+        if self._gz_setpoint is not None:
+            self._gz_command(self._gz_setpoint)
+
+    def _on_gz_depth(self, msg: Image) -> None:
+        cfg = self.params.config
+        if self.gz_state is None:
+            return
+        try:
+            depth = conv.image_to_depth(msg)
+            cam = self.camera
+            if depth.shape != (cam.intrinsics.height, cam.intrinsics.width):
+                raise ValueError(f"depth image is {depth.shape[1]}x{depth.shape[0]}; camera.* parameters say "
+                                 f"{cam.intrinsics.width}x{cam.intrinsics.height}")
+        except ValueError as exc:
+            if self.throttle("gz_depth"):
+                self.log.warning(f"gazebo depth image dropped: {exc}")
+            return
+        position, R = self.camera.pose(self.gz_state)
+        pts = depth_to_world_points(depth, self.camera.intrinsics, position, R)
+        self.pub_cloud.publish(conv.points_to_cloud(pts, conv.stamp_to_seconds(msg.header.stamp), cfg.map_frame))
+
+    def _gz_command(self, setpoint: Optional[Setpoint]) -> None:
+        """Velocity command (body-yaw frame) for Gazebo's multicopter velocity controller."""
+        cfg = self.params.config
+        s = self.gz_state
+        cmd = Twist()
+        if s is not None and setpoint is not None:
+            v = setpoint.velocity.copy() if setpoint.has_velocity else np.zeros(3)
+            if setpoint.has_position:
+                v = v + cfg.gz_position_gain_per_s * (setpoint.position - s.position)
+            speed = float(np.linalg.norm(v))
+            if speed > cfg.gz_max_speed_mps:
+                v *= cfg.gz_max_speed_mps / speed
+            yaw = s.yaw
+            cy, sy = math.cos(yaw), math.sin(yaw)
+            cmd.linear.x, cmd.linear.y, cmd.linear.z = cy * v[0] + sy * v[1], -sy * v[0] + cy * v[1], float(v[2])
+            rate = setpoint.yaw_rate if setpoint.has_yaw_rate else 0.0
+            if setpoint.has_yaw:
+                err = math.atan2(math.sin(setpoint.yaw - yaw), math.cos(setpoint.yaw - yaw))
+                rate += cfg.gz_yaw_gain_per_s * err
+            cmd.angular.z = rate
+        self.pub_cmd.publish(cmd)  # all zero = stop and hover (no state or a refused setpoint)
+
+    # -- status ----------------------------------------------------------------------------------
+    def _publish_status(self) -> None:
+        cfg = self.params.config
+        values = list(self.counters.items())
+        if self.sim is not None:
+            s = self.sim.state()
+            level = "error" if self.sim.crashed else ("warn" if self.sim.out_of_bounds or self.sim.holding else "ok")
+            message = self.sim.crash_reason or ("holding position" if self.sim.holding else "tracking setpoints")
+            values += [("sim_time_s", f"{self.sim.t:.3f}"), ("crashed", self.sim.crashed),
+                       ("collision", self.sim.monitor.collided),
+                       ("min_clearance_m", f"{self.sim.monitor.min_clearance_m:.3f}"),
+                       ("position", ",".join(f"{v:.3f}" for v in s.position)), ("world", self.world_path),
+                       ("out_of_bounds", self.sim.out_of_bounds)]
+            stamp = self.sim.t
+        else:
+            level = "ok" if self.gz_state is not None else "warn"
+            message = "gazebo: receiving odometry" if self.gz_state is not None else "gazebo: no odometry yet"
+            stamp = c.now_s(self)
+        values.append(("mode", cfg.mode))
+        if self.events:
+            values.append(("last_event", self.events[-1]))
+        self.pub_status.publish(conv.make_status(self.get_name(), level, message, values, stamp))
+
+
+def _tf_broadcaster(node):
+    """A function publishing map -> base_link on /tf when tf2_ros is importable (real installs)."""
+    try:
+        from geometry_msgs.msg import TransformStamped
+        from tf2_ros import TransformBroadcaster
+    except ImportError:
+        return None
+    broadcaster = TransformBroadcaster(node)
+
+    def send(state: VehicleState, parent: str, child: str) -> None:
+        tf = TransformStamped()
+        tf.header.stamp = conv.seconds_to_stamp(state.t)
+        tf.header.frame_id, tf.child_frame_id = parent, child
+        tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z = state.position.tolist()
+        q = state.attitude.tolist()
+        tf.transform.rotation.x, tf.transform.rotation.y, tf.transform.rotation.z, tf.transform.rotation.w = q
+        broadcaster.sendTransform(tf)
+
+    return send
+
+
+def main(args=None) -> int:
+    return c.run_node(SimBridge, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The embedded simulator advanced in slices of simulated time, for the sim bridge node.
+
+Plain Python (no rclpy). It is the closed-loop runner's physics without its planner: the same
+vehicle/controller pair (``ClosedLoopRunner.make_vehicle``), depth camera and collision monitor,
+each at its own rate on one simulated clock, but the reference comes from outside
+(:meth:`EmbeddedSim.set_setpoint`) and ``advance(dt)`` returns what the sensors produced so the
+node can publish it.
+
+Safety behaviour, like a flight controller in offboard mode: before the first setpoint the
+vehicle holds its start; when no setpoint arrived for ``setpoint_timeout_s`` of simulated time it
+holds where it is (latched) until a new one arrives. A collision or a non-finite state freezes
+the vehicle where it happened (``crashed``), as a crash would.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import numpy as np
+
+from planner_pkg.sim.camera import DepthCamera
+from planner_pkg.sim.collision import CollisionMonitor
+from planner_pkg.sim.params import CameraParams
+from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
+from planner_pkg.types import SensorFrame, Setpoint, VehicleState
+
+__all__ = ["EmbeddedSim", "SimOutputs"]
+
+
+@dataclass
+class SimOutputs:
+    """What one ``advance`` produced, oldest first."""
+
+    odometry: List[VehicleState] = field(default_factory=list)
+    frames: List[SensorFrame] = field(default_factory=list)
+    events: List[str] = field(default_factory=list)
+
+
+class _Every:
+    """Due every ``period`` s of sim time (tolerant to float accumulation)."""
+
+    def __init__(self, rate_hz: float, t0: float = 0.0):
+        self.period = 1.0 / rate_hz if rate_hz > 0 else math.inf
+        self.next_t = t0 if rate_hz > 0 else math.inf
+
+    def due(self, t: float) -> bool:
+        if t + 1e-9 < self.next_t:
+            return False
+        self.next_t += self.period
+        if self.next_t <= t:  # never schedule in the past after a long stall
+            self.next_t = t + self.period
+        return True
+
+
+class EmbeddedSim:
+    """One vehicle in one world, stepped from outside.
+
+    world: a :class:`planner_pkg.world.World`; start (3,) m, start_yaw rad; vehicle
+    ``quadrotor`` | ``point_mass``; rates in Hz (camera 0 = no camera); seed for sensor noise.
+    """
+
+    def __init__(self, world, start, start_yaw: float = 0.0, *, vehicle: str = "quadrotor",
+                 dynamics_rate_hz: float = 500.0, control_rate_hz: float = 250.0, camera_rate_hz: float = 30.0,
+                 odom_rate_hz: float = 100.0, camera: CameraParams = CameraParams(), with_points: bool = True,
+                 setpoint_timeout_s: float = 0.5, seed: int = 0):
+        start = np.asarray(start, dtype=np.float64)
+        if start.shape != (3,) or not np.isfinite(start).all():
+            raise ValueError(f"start must be a finite (3,) position in metres, got {start}")
+        cfg = RunnerConfig(dynamics_rate_hz=dynamics_rate_hz, control_rate_hz=control_rate_hz,
+                           depth_rate_hz=camera_rate_hz, vehicle=vehicle, seed=seed)
+        self.world = world
+        self.vehicle, self.controller, self.radius_m, accel_bound = ClosedLoopRunner(world, None, cfg).make_vehicle()
+        self.monitor = CollisionMonitor(world, self.radius_m, max_accel_mps2=accel_bound)
+        rng = np.random.default_rng(seed)
+        self.camera = DepthCamera(camera, rng) if camera_rate_hz > 0 else None
+        self.with_points = with_points
+        initial = VehicleState.at_rest(start, start_yaw)
+        self.vehicle.reset(initial)
+        self.controller.reset(initial)
+        self.dt = 1.0 / dynamics_rate_hz
+        self.control_dt = 1.0 / control_rate_hz
+        self._lo = tuple(float(v) for v in world.bounds_min)
+        self._hi = tuple(float(v) for v in world.bounds_max)
+        self._control = _Every(control_rate_hz)
+        self._camera = _Every(camera_rate_hz if self.camera is not None else 0.0)
+        self._odom = _Every(odom_rate_hz)
+        self.setpoint_timeout_s = setpoint_timeout_s
+        self.steps = 0
+        self.t = 0.0
+        self.reference: Setpoint = Setpoint.hold(start, start_yaw)
+        self.reference_time: Optional[float] = None  # sim time of the last external setpoint
+        self.holding = True  # True while tracking a hold of our own (no/old setpoint)
+        self.crashed = False
+        self.crash_reason = ""
+        self.out_of_bounds = False
+        self._command = None
+        self._frozen_state: Optional[VehicleState] = None
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def set_setpoint(self, setpoint: Setpoint) -> None:
+        """Track ``setpoint`` from now on (an empty one is refused with ValueError)."""
+        if setpoint.is_empty:
+            raise ValueError("empty setpoint: no position, velocity or acceleration given")
+        self.reference = setpoint
+        self.reference_time = self.t
+        self.holding = False
+
+    def hold(self) -> Setpoint:
+        """Hold where the vehicle is now (latched) and return that setpoint."""
+        s = self.state()
+        self.reference = Setpoint.hold(s.position, s.yaw)
+        self.holding = True
+        return self.reference
+
+    # -- queries ---------------------------------------------------------------------------------
+    def state(self) -> VehicleState:
+        if self._frozen_state is not None:
+            return VehicleState(self.t, self._frozen_state.position, np.zeros(3), self._frozen_state.attitude,
+                                np.zeros(3))
+        s = self.vehicle.state()
+        return VehicleState(self.t, s.position, s.velocity, s.attitude, s.angular_velocity)
+
+    # -- stepping --------------------------------------------------------------------------------
+    def advance(self, duration_s: float) -> SimOutputs:
+        """Advance the simulation by ``duration_s`` (rounded to whole dynamics steps)."""
+        out = SimOutputs()
+        n = max(int(round(duration_s / self.dt)), 0)
+        for _ in range(n):
+            self._step(out)
+        return out
+
+    def _step(self, out: SimOutputs) -> None:
+        t = self.steps * self.dt
+        self.t = t
+        if self.crashed:
+            if self._odom.due(t):
+                out.odometry.append(self.state())
+            self.steps += 1
+            return
+        px, py, pz, vx, vy, vz = self.vehicle.kinematics()
+        if not self.vehicle.is_finite():
+            self._crash(out, f"vehicle state became non-finite at t={t:.3f} s")
+            return
+        speed = math.sqrt(vx * vx + vy * vy + vz * vz)
+        if self.monitor.update(t, (px, py, pz), speed):
+            self._crash(out, f"collision at t={t:.3f} s at {[round(px, 3), round(py, 3), round(pz, 3)]}")
+            return
+        lo, hi = self._lo, self._hi
+        inside = lo[0] <= px <= hi[0] and lo[1] <= py <= hi[1] and lo[2] <= pz <= hi[2]
+        if not inside and not self.out_of_bounds:
+            out.events.append(f"left the world bounds at t={t:.3f} s at {[round(px, 2), round(py, 2), round(pz, 2)]}")
+        self.out_of_bounds = not inside
+        control_due, camera_due, odom_due = self._control.due(t), self._camera.due(t), self._odom.due(t)
+        if control_due or camera_due or odom_due or self._command is None:
+            state = self.state()
+            if (not self.holding and self.reference_time is not None
+                    and t - self.reference_time > self.setpoint_timeout_s):
+                self.hold()
+                out.events.append(f"no setpoint for {self.setpoint_timeout_s:g} s at t={t:.3f} s: holding position "
+                                  f"at {np.round(state.position, 2).tolist()}")
+            if camera_due:
+                out.frames.append(self.camera.render(self.world, state, with_points=self.with_points))
+            if odom_due:
+                out.odometry.append(state)
+            if control_due or self._command is None:
+                self._command = self.controller.update(state, self.reference, self.control_dt)
+        self.vehicle.step(self._command, self.dt)
+        self.steps += 1
+        self.t = self.steps * self.dt
+
+    def _crash(self, out: SimOutputs, reason: str) -> None:
+        self.crashed = True
+        self.crash_reason = reason
+        s = self.vehicle.state()
+        if not s.is_finite():
+            s = VehicleState.at_rest(np.nan_to_num(s.position), 0.0)
+        self._frozen_state = s
+        out.events.append(reason + "; vehicle frozen")
+        out.odometry.append(self.state())
+        self.steps += 1

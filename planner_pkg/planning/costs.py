@@ -1,0 +1,300 @@
+"""EGO-Planner's B-spline cost terms as fused autograd_core Functions.
+
+Every term has one shape: a NumPy kernel ``kernel(q, problem) -> (value, gradient)`` on the
+control points ``q`` (N, 3) float64, m, with the gradient (N, 3) derived by hand, and a
+``Function`` whose forward runs the kernel and whose backward scales the saved gradient. The
+optimiser calls :class:`TotalCost` (one autograd node for the whole cost: the Python overhead of
+an op, not its FLOPs, decides small-array speed, see ANCHORS.md), and the tests gradcheck every
+term and the total.
+
+Terms (EGO-Planner, Zhou et al. 2021, and its code):
+- smoothness: ``sum ||Q_{i+3} - 3 Q_{i+2} + 3 Q_{i+1} - Q_i||^2`` (jerk control points times dt^3), m^2;
+- collision: for each {p, v} pair attached to control point ``Q_i``, ``d = (Q_i - p) . v`` and
+  ``c = s_f - d``: 0 for c <= 0, c^3 for c <= s_f, ``3 s_f c^2 - 3 s_f^2 c + s_f^3`` beyond
+  (C^1: a cubic near the surface, a quadratic deep inside so the gradient stays bounded);
+- feasibility: squared excess of the velocity control-point *norm* over ``max_vel`` (scaled by
+  1/dt^2, as EGO's code does, so both parts have similar magnitude) plus the squared excess of
+  the acceleration norm over ``max_acc``. EGO limits each axis; the norm is used here so that
+  ``max_vel`` is a real speed limit (DESIGN.md: ``--max-vel`` is the planner's speed limit);
+- fitness (refine step only): distance of the knot points to reference points, anisotropic:
+  ``(x . t)^2 / a^2 + |x x t|^2 / b^2`` with ``t`` the unit reference tangent (EGO: a^2 = 25, b^2 = 1).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional, Tuple
+
+import numpy as np
+
+import autograd_core as ac
+from autograd_core.autograd import Function
+
+__all__ = [
+    "CostWeights",
+    "CostProblem",
+    "smoothness_kernel",
+    "collision_kernel",
+    "feasibility_kernel",
+    "fitness_kernel",
+    "total_kernel",
+    "SmoothnessCost",
+    "CollisionCost",
+    "FeasibilityCost",
+    "FitnessCost",
+    "TotalCost",
+    "value_and_grad",
+]
+
+_TINY = 1e-12
+
+
+@dataclass(frozen=True)
+class CostWeights:
+    """Weights of the cost terms (EGO-Planner defaults) and the collision clearance.
+
+    smoothness, collision, feasibility, fitness: dimensionless weights (>= 0).
+    clearance_m: s_f (EGO's ``dist0``), m: the collision term is zero once ``d >= s_f``.
+    fitness_along2, fitness_across2: a^2 and b^2 of the anisotropic fitness term, m^2.
+    """
+
+    smoothness: float = 1.0
+    collision: float = 0.5
+    feasibility: float = 0.1
+    fitness: float = 1.0
+    clearance_m: float = 0.5
+    fitness_along2: float = 25.0
+    fitness_across2: float = 1.0
+
+    def __post_init__(self):
+        for name in ("smoothness", "collision", "feasibility", "fitness"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"CostWeights.{name} must be a finite number >= 0, got {v!r}")
+        for name in ("clearance_m", "fitness_along2", "fitness_across2"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"CostWeights.{name} must be a positive finite number, got {v!r}")
+
+
+@lru_cache(maxsize=64)
+def _jerk_operator(n: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(N-3, N) third-difference operator ``D`` and its transpose times 2 (for the gradient).
+
+    The jerk is computed as ``D Q`` and squared, not as ``Q^T D^T D Q``: the rows of D sum to
+    zero exactly, so world coordinates of tens of metres do not cancel catastrophically.
+    """
+    d = np.zeros((n - 3, n))
+    r = np.arange(n - 3)
+    for j, c in enumerate((-1.0, 3.0, -3.0, 1.0)):
+        d[r, r + j] = c
+    dt2 = np.ascontiguousarray(2.0 * d.T)
+    d.setflags(write=False)
+    dt2.setflags(write=False)
+    return d, dt2
+
+
+def _feasibility_operator(n: int, dt: float, max_vel: float, max_acc: float):
+    """Stacked operator (2N-3, N): N-1 velocity rows (1/dt) then N-2 acceleration rows (1/dt^2),
+    with the per-row limit (m/s or m/s^2) and weight (1/dt^2 for velocity, as EGO's code, 1 for
+    acceleration)."""
+    op = np.zeros((2 * n - 3, n))
+    r = np.arange(n - 1)
+    op[r, r], op[r, r + 1] = -1.0 / dt, 1.0 / dt
+    r = np.arange(n - 2)
+    inv2 = 1.0 / (dt * dt)
+    op[n - 1 + r, r], op[n - 1 + r, r + 1], op[n - 1 + r, r + 2] = inv2, -2.0 * inv2, inv2
+    limits = np.concatenate([np.full(n - 1, max_vel), np.full(n - 2, max_acc)])
+    weights = np.concatenate([np.full(n - 1, inv2), np.ones(n - 2)])
+    return op, limits, weights
+
+
+@lru_cache(maxsize=64)
+def _knot_matrix(n: int) -> np.ndarray:
+    """(N-2, N) matrix mapping cubic control points to the curve at the interior knots."""
+    m = np.zeros((n - 2, n))
+    r = np.arange(n - 2)
+    m[r, r], m[r, r + 1], m[r, r + 2] = 1.0 / 6.0, 4.0 / 6.0, 1.0 / 6.0
+    m.setflags(write=False)
+    return m
+
+
+class CostProblem:
+    """Everything the cost needs besides the control points, precomputed once per optimisation.
+
+    n: number of control points N (>= 4).
+    dt: knot interval, s.
+    max_vel: m/s; max_acc: m/s^2 (both > 0).
+    weights: :class:`CostWeights`.
+    pair_index: (M,) int, control point of each {p, v} pair (empty = no collision term).
+    pair_p: (M, 3) m, obstacle points; pair_v: (M, 3) unit directions out of the obstacle.
+    ref_points: (N-2, 3) m, reference for the fitness term (the refine step), or None.
+    ref_tangents: (N-2, 3) unit tangents at ``ref_points`` (required with ``ref_points``).
+    """
+
+    def __init__(self, n: int, dt: float, max_vel: float, max_acc: float, weights: CostWeights = CostWeights(),
+                 pair_index=None, pair_p=None, pair_v=None, ref_points=None, ref_tangents=None):
+        if n < 4:
+            raise ValueError(f"the cost needs at least 4 control points, got {n}")
+        for name, value in (("dt", dt), ("max_vel", max_vel), ("max_acc", max_acc)):
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"CostProblem.{name} must be positive and finite, got {value!r}")
+        self.n, self.dt, self.max_vel, self.max_acc, self.weights = int(n), float(dt), float(max_vel), float(max_acc), weights
+        self.jerk_operator, self.jerk_operator_t2 = _jerk_operator(self.n)
+        self.diff_operator, self.diff_limits, self.diff_weights = _feasibility_operator(
+            self.n, self.dt, self.max_vel, self.max_acc)
+        self.set_pairs(pair_index, pair_p, pair_v)
+        self.ref_points: Optional[np.ndarray] = None
+        self.ref_tangents: Optional[np.ndarray] = None
+        if ref_points is not None:
+            self.set_reference(ref_points, ref_tangents)
+
+    def set_pairs(self, pair_index, pair_p, pair_v) -> None:
+        """Replace the {p, v} pairs (see the class docstring for shapes)."""
+        if pair_index is None or len(pair_index) == 0:
+            self.pair_index = np.zeros(0, dtype=np.intp)
+            self.pair_p = np.zeros((0, 3))
+            self.pair_v = np.zeros((0, 3))
+            self.pair_scatter = np.zeros((self.n, 0))
+            self.pair_pv = np.zeros(0)
+            return
+        idx = np.asarray(pair_index, dtype=np.intp)
+        p = np.asarray(pair_p, dtype=np.float64).reshape(-1, 3)
+        v = np.asarray(pair_v, dtype=np.float64).reshape(-1, 3)
+        if not (idx.shape[0] == p.shape[0] == v.shape[0]) or idx.min() < 0 or idx.max() >= self.n:
+            raise ValueError("pair_index, pair_p and pair_v must have the same length and valid indices")
+        self.pair_index, self.pair_p, self.pair_v = idx, p, v
+        self.pair_pv = np.einsum("ij,ij->i", p, v)
+        # one-hot (N, M) matrix: the gradient scatter is one matmul instead of np.add.at
+        s = np.zeros((self.n, idx.shape[0]))
+        s[idx, np.arange(idx.shape[0])] = 1.0
+        self.pair_scatter = s
+
+    def set_reference(self, ref_points, ref_tangents) -> None:
+        """Set the fitness term's reference knot points (N-2, 3) m and unit tangents (N-2, 3)."""
+        r = np.asarray(ref_points, dtype=np.float64)
+        t = np.asarray(ref_tangents, dtype=np.float64)
+        if r.shape != (self.n - 2, 3) or t.shape != (self.n - 2, 3):
+            raise ValueError(f"reference points and tangents must be ({self.n - 2}, 3), got {r.shape}, {t.shape}")
+        self.ref_points, self.ref_tangents = r, t
+        self.knot_matrix = _knot_matrix(self.n)
+
+
+# ---------------------------------------------------------------------------------------------
+# Kernels: (N, 3) control points -> (value, (N, 3) gradient)
+# ---------------------------------------------------------------------------------------------
+def smoothness_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
+    """Sum of squared third differences of ``q`` (m^2) and its gradient (m)."""
+    jerk = problem.jerk_operator @ q
+    return float(np.vdot(jerk, jerk)), problem.jerk_operator_t2 @ jerk
+
+
+def collision_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
+    """EGO's piecewise cubic/quadratic penalty of the clearance deficit over all pairs."""
+    if problem.pair_index.shape[0] == 0:
+        return 0.0, np.zeros_like(q)
+    sf = problem.weights.clearance_m
+    d = np.einsum("ij,ij->i", q[problem.pair_index], problem.pair_v) - problem.pair_pv
+    c = np.maximum(sf - d, 0.0)
+    # Branch-free form of the piecewise penalty: with m = min(c, s_f) and e = c - m,
+    # cost = m^3 + 3 s_f^2 e + 3 s_f e^2 and dcost/dc = 3 m^2 + 6 s_f e (equal to EGO's cubic
+    # for c <= s_f and to 3 s_f c^2 - 3 s_f^2 c + s_f^3 beyond).
+    m = np.minimum(c, sf)
+    e = c - m
+    m2 = m * m
+    value = float((m2 * m + (3.0 * sf * sf + 3.0 * sf * e) * e).sum())
+    dcost_dc = 3.0 * m2 + 6.0 * sf * e
+    # dc/dQ = -v for the pair's control point
+    return value, problem.pair_scatter @ (-dcost_dc[:, None] * problem.pair_v)
+
+
+def feasibility_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
+    """Squared excess of |velocity| and |acceleration| control points over the limits."""
+    # one stacked difference operator: rows 0..N-2 give velocity (m/s), the rest acceleration
+    va = problem.diff_operator @ q
+    norm = np.sqrt(np.einsum("ij,ij->i", va, va))
+    excess = np.maximum(norm - problem.diff_limits, 0.0)
+    weighted = problem.diff_weights * excess
+    # d(w e^2)/d(va) = 2 w e va / |va|
+    coef = 2.0 * weighted / np.maximum(norm, _TINY)
+    return float(weighted @ excess), problem.diff_operator.T @ (coef[:, None] * va)
+
+
+def fitness_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
+    """Anisotropic squared distance of the interior knot points to the reference, m^2 / m^2."""
+    if problem.ref_points is None:
+        return 0.0, np.zeros_like(q)
+    w = problem.weights
+    x = problem.knot_matrix @ q - problem.ref_points  # (N-2, 3)
+    t = problem.ref_tangents
+    along = (x * t).sum(axis=1)
+    sq = (x * x).sum(axis=1)
+    inv_a2, inv_b2 = 1.0 / w.fitness_along2, 1.0 / w.fitness_across2
+    value = float(inv_a2 * (along @ along) + inv_b2 * (sq.sum() - along @ along))
+    gx = 2.0 * inv_b2 * x + (2.0 * (inv_a2 - inv_b2) * along)[:, None] * t
+    return value, problem.knot_matrix.T @ gx
+
+
+def total_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
+    """Weighted sum of the terms (the fitness term only when a reference is set)."""
+    w = problem.weights
+    fs, gs = smoothness_kernel(q, problem)
+    fc, gc = collision_kernel(q, problem)
+    ff, gf = feasibility_kernel(q, problem)
+    value = w.smoothness * fs + w.collision * fc + w.feasibility * ff
+    grad = w.smoothness * gs + w.collision * gc + w.feasibility * gf
+    if problem.ref_points is not None:
+        fr, gr = fitness_kernel(q, problem)
+        value += w.fitness * fr
+        grad += w.fitness * gr
+    return value, grad
+
+
+# ---------------------------------------------------------------------------------------------
+# Fused autograd Functions
+# ---------------------------------------------------------------------------------------------
+class _KernelFunction(Function):
+    """Base: ``apply(q, problem)`` with q an (N, 3) float64 Tensor; returns a 0-d Tensor."""
+
+    kernel = None  # set by subclasses: (q, problem) -> (value, gradient)
+
+    @classmethod
+    def forward(cls, ctx, q, problem):
+        qd = q._data
+        value, grad = cls.kernel(qd, problem)
+        ctx.grad_q = grad
+        return ac.from_numpy(np.array(value, dtype=qd.dtype))
+
+    @staticmethod
+    def backward(ctx, g):
+        return ac.from_numpy(ctx.grad_q * g._data), None
+
+
+class SmoothnessCost(_KernelFunction):
+    kernel = staticmethod(smoothness_kernel)
+
+
+class CollisionCost(_KernelFunction):
+    kernel = staticmethod(collision_kernel)
+
+
+class FeasibilityCost(_KernelFunction):
+    kernel = staticmethod(feasibility_kernel)
+
+
+class FitnessCost(_KernelFunction):
+    kernel = staticmethod(fitness_kernel)
+
+
+class TotalCost(_KernelFunction):
+    kernel = staticmethod(total_kernel)
+
+
+def value_and_grad(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
+    """Total cost and its gradient (N, 3) through autograd_core (one TotalCost node)."""
+    t = ac.from_numpy(q)
+    t.requires_grad_(True)
+    out = TotalCost.apply(t, problem)
+    out.backward()
+    return float(out._data), t._grad._data

@@ -1,0 +1,131 @@
+"""Configuration of the EGO-style planner: one typed, validated dataclass (YAML / ROS parameters
+are views of it, see :meth:`EgoConfig.from_dict`)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Optional
+
+from planner_pkg.planning.grid_map import GridMapConfig
+from planner_pkg.planning.rebound import OptimizerConfig
+from planner_pkg.planning.trajectory import YawConfig
+
+__all__ = ["EgoConfig"]
+
+
+@dataclass(frozen=True)
+class EgoConfig:
+    """Parameters of :class:`EgoPlanner` (EGO-Planner's defaults where it has one).
+
+    max_vel_mps, max_acc_mps2: speed and acceleration limits (they override the optimiser's).
+    planning_horizon_m: distance of the local target, m.
+    ctrl_pt_dist_m: control point spacing at full speed, m; knot interval =
+        ctrl_pt_dist_m / max_vel_mps * 1.2 s (EGO).
+    rate_hz: how often the runner calls update(), Hz.
+    replan_period_s, replan_progress_m: replan after this long / this much progress.
+    emergency_time_s: a failed replan with a collision closer than this is an emergency, s.
+    safety_horizon_s: the trajectory ahead is checked for collisions over its first 2/3 (EGO)
+        and at least this far ahead, s.
+    emergency_decel_mps2: braking deceleration of an emergency stop, m/s^2 (None = 2 max_acc).
+    goal_search_radius_m: how far a goal inside an obstacle may be moved, m.
+    target_search_radius_m: same for a local target, m.
+    reached_tolerance_m: the mission is complete within this distance of the goal, m.
+    max_tracking_error_m: replan from odometry instead of the reference beyond this error, m.
+    max_consecutive_failures: give up the goal (WAIT_TARGET) after this many failed plans in a
+        row (at rate_hz = 10: 4 s).
+    retry_budget_s: after a failed plan, other initial guesses are tried in the same tick until
+        this much wall time has been spent on it, s (a safety net: a routine replan tries two
+        guesses, a plan from a hover or after failures all of them).
+    max_time_scale: the optimiser, A* and retry time budgets are multiplied by up to this much
+        when planning from a hover (GEN_NEW_TRAJ) and after consecutive failed replans.
+    turn_first_rad, turn_first_speed_mps, max_turn_s: a plan from (nearly) rest, below
+        turn_first_speed_mps, that leaves more than turn_first_rad away from where the camera
+        looks first turns the vehicle on the spot (for at most max_turn_s), then plans again.
+    retry_offset_m: (min, max) lateral offset of the retry waypoints, m.
+    seed: seeds the retry waypoints.
+    use_depth: fuse the depth image (also clears space along no-return rays) when a frame has
+        one; otherwise the point cloud.
+    depth_pixel_stride: fuse every k-th pixel row and column of the depth image.
+    map, optimizer, yaw: the parts' configurations.
+    """
+
+    max_vel_mps: float = 2.0
+    max_acc_mps2: float = 3.0
+    planning_horizon_m: float = 7.5
+    ctrl_pt_dist_m: float = 0.4
+    rate_hz: float = 10.0
+    replan_period_s: float = 1.0
+    replan_progress_m: float = 1.5
+    emergency_time_s: float = 1.0
+    safety_horizon_s: float = 2.0
+    emergency_decel_mps2: Optional[float] = None
+    goal_search_radius_m: float = 1.0
+    target_search_radius_m: float = 1.5
+    reached_tolerance_m: float = 0.2
+    max_tracking_error_m: float = 1.0
+    max_consecutive_failures: int = 40
+    retry_budget_s: float = 0.05
+    max_time_scale: float = 4.0
+    turn_first_rad: float = 0.8
+    turn_first_speed_mps: float = 0.5
+    max_turn_s: float = 3.0
+    retry_offset_m: tuple = (1.0, 2.5)
+    seed: int = 0
+    use_depth: bool = True
+    depth_pixel_stride: int = 1
+    map: GridMapConfig = field(default_factory=GridMapConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    yaw: YawConfig = field(default_factory=YawConfig)
+
+    def __post_init__(self):
+        for name in ("max_vel_mps", "max_acc_mps2", "planning_horizon_m", "ctrl_pt_dist_m", "rate_hz",
+                     "replan_period_s", "replan_progress_m", "emergency_time_s", "safety_horizon_s", "reached_tolerance_m",
+                     "max_tracking_error_m", "retry_budget_s", "max_time_scale", "turn_first_rad",
+                     "turn_first_speed_mps", "max_turn_s"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+                raise ValueError(f"EgoConfig.{name} must be a positive finite number, got {v!r}")
+        for name in ("goal_search_radius_m", "target_search_radius_m"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"EgoConfig.{name} must be a finite number >= 0, got {v!r}")
+        if self.emergency_decel_mps2 is not None and not (
+                math.isfinite(self.emergency_decel_mps2) and self.emergency_decel_mps2 > 0):
+            raise ValueError(f"EgoConfig.emergency_decel_mps2 must be positive (or None), got {self.emergency_decel_mps2!r}")
+        lo_hi = tuple(self.retry_offset_m)
+        if len(lo_hi) != 2 or not (0 <= lo_hi[0] <= lo_hi[1] and math.isfinite(lo_hi[1])):
+            raise ValueError(f"EgoConfig.retry_offset_m must be (min, max) with 0 <= min <= max, got {self.retry_offset_m!r}")
+        object.__setattr__(self, "retry_offset_m", (float(lo_hi[0]), float(lo_hi[1])))
+        if not (isinstance(self.seed, int) and self.seed >= 0):
+            raise ValueError(f"EgoConfig.seed must be an int >= 0, got {self.seed!r}")
+        for name in ("max_consecutive_failures", "depth_pixel_stride"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"EgoConfig.{name} must be an int >= 1, got {v!r}")
+        for name, cls in (("map", GridMapConfig), ("optimizer", OptimizerConfig), ("yaw", YawConfig)):
+            if not isinstance(getattr(self, name), cls):
+                raise ValueError(f"EgoConfig.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
+
+    @property
+    def knot_dt_s(self) -> float:
+        return self.ctrl_pt_dist_m / self.max_vel_mps * 1.2
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "EgoConfig":
+        """Build from a plain mapping (e.g. YAML); nested ``map``/``optimizer``/``yaw`` mappings
+        are allowed. Unknown keys raise ValueError naming them."""
+        known = {f.name for f in fields(cls)}
+        bad = sorted(set(values) - known)
+        if bad:
+            raise ValueError(f"unknown EgoConfig key(s) {bad}; known: {sorted(known)}")
+        values = dict(values)
+        if isinstance(values.get("map"), dict):
+            values["map"] = GridMapConfig.from_dict(values["map"])
+        for name, sub in (("optimizer", OptimizerConfig), ("yaw", YawConfig)):
+            if isinstance(values.get(name), dict):
+                sub_known = {f.name for f in fields(sub)}
+                sub_bad = sorted(set(values[name]) - sub_known)
+                if sub_bad:
+                    raise ValueError(f"unknown EgoConfig.{name} key(s) {sub_bad}; known: {sorted(sub_known)}")
+                values[name] = sub(**values[name])
+        return cls(**values)

@@ -1,0 +1,397 @@
+"""The EGO-style local planner behind the runner's Planner protocol (``--planner ego``).
+
+It owns an :class:`OccupancyGridMap` fed only from :class:`~planner_pkg.types.SensorFrame`\\ s (the
+depth image with its camera pose, or the world-frame point cloud), a :class:`PlanManager` that
+runs one replan, and the replan state machine (:mod:`planner_pkg.planning.replan_fsm`):
+
+- replan on a timer (``replan_period_s``), after ``replan_progress_m`` of progress, and at once
+  when the trajectory ahead (its first 2/3, as EGO) becomes blocked in the map;
+- if a replan fails while a collision is less than ``emergency_time_s`` ahead: emergency stop
+  (brake along the current velocity), then plan again from rest;
+- goals: a goal above the ceiling / below the floor is moved into the planning band, a goal
+  inside an obstacle to the nearest free point within ``goal_search_radius_m`` (or refused);
+  each with a message in ``events`` and the log. Long-range goals are approached through local
+  targets at most ``planning_horizon_m`` ahead on the start-goal line.
+
+Every call does a bounded amount of work: at most ``_MAX_STEPS`` FSM steps, each at most one
+replan, whose optimiser and A* have their own iteration, node and time budgets.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import List, Optional, Union
+
+import numpy as np
+
+from planner_pkg.planning.ego_config import EgoConfig
+from planner_pkg.planning.grid_map import OccupancyGridMap
+from planner_pkg.planning.initial_path import local_target
+from planner_pkg.planning.planner_manager import PlanManager, PlanOutcome
+from planner_pkg.planning.replan_fsm import FsmState, ReplanFSM
+from planner_pkg.planning.trajectory import BrakingTrajectory, BsplineTrajectory
+from planner_pkg.types import SensorFrame, Setpoint, VehicleState
+
+__all__ = ["EgoConfig", "EgoPlanner", "PlannerStats"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_STEPS = 4  # FSM steps per update(): e.g. EXEC_TRAJ -> REPLAN_TRAJ -> EMERGENCY_STOP
+
+
+@dataclass
+class PlannerStats:
+    """What the planner measured about itself (wall times in ms)."""
+
+    replan_ms: List[float] = field(default_factory=list)  # every plan attempt (GEN_NEW + REPLAN)
+    replan_ok: List[bool] = field(default_factory=list)
+    iterations: List[int] = field(default_factory=list)  # L-BFGS iterations of successful plans
+    fuse_ms: List[float] = field(default_factory=list)  # map update per sensor frame
+    emergency_stops: int = 0
+    bad_frames: int = 0
+
+
+class EgoPlanner:
+    """Planner protocol (see planner_pkg.sim.runner): ``reset``, ``update``, ``observe``."""
+
+    name = "ego"
+
+    def __init__(self, config: EgoConfig = EgoConfig()):
+        if not isinstance(config, EgoConfig):
+            raise TypeError(f"EgoPlanner needs an EgoConfig, got {type(config).__name__}")
+        self.config = config
+        self.rate_hz = config.rate_hz
+        self._optimizer_config = replace(config.optimizer, max_vel_mps=config.max_vel_mps,
+                                         max_acc_mps2=config.max_acc_mps2)
+        self.fsm = ReplanFSM()
+        self.map: Optional[OccupancyGridMap] = None
+        self.manager: Optional[PlanManager] = None
+        self.goal: Optional[np.ndarray] = None
+        self.mission_start: Optional[np.ndarray] = None
+        self.trajectory: Union[BsplineTrajectory, BrakingTrajectory, None] = None
+        self.stats = PlannerStats()
+        self.events: List[str] = []
+        self._last_frame: Optional[SensorFrame] = None
+        self._plan_time = -math.inf
+        self._plan_position = np.zeros(3)
+        self._target_is_goal = False
+        self._failures = 0
+        self._start_blocked_reported = False
+        self._collision_time: Optional[float] = None  # absolute time of the blocked point ahead
+        self._rng = np.random.default_rng(config.seed)
+        self._turn_since = -math.inf  # when a turn-on-the-spot before a new plan began, s
+
+    # -- protocol --------------------------------------------------------------------------------
+    def reset(self, start, goal) -> None:
+        """Start a mission from ``start`` (3,) m to ``goal`` (3,) m (world ENU)."""
+        start = np.asarray(start, dtype=np.float64).reshape(-1)
+        goal = np.asarray(goal, dtype=np.float64).reshape(-1)
+        if start.shape != (3,) or goal.shape != (3,) or not (np.isfinite(start).all() and np.isfinite(goal).all()):
+            raise ValueError(f"EgoPlanner.reset: start and goal must be finite (3,) positions, got {start}, {goal}")
+        c = self.config
+        self.map = OccupancyGridMap(c.map, center=start)
+        self.manager = PlanManager(self.map, self._optimizer_config, c.knot_dt_s, c.yaw)
+        self.stats = PlannerStats()
+        self.events = []
+        self.trajectory = None
+        self._last_frame = None
+        self._plan_time = -math.inf
+        self._failures = 0
+        self._start_blocked_reported = False
+        self._collision_time = None
+        self._turn_since = -math.inf
+        self._rng = np.random.default_rng(self.config.seed)
+        self.fsm = ReplanFSM()
+        self.fsm.transition(FsmState.WAIT_TARGET, "mission reset", 0.0)
+        lo, hi = c.map.floor_m, c.map.ceiling_m
+        if not lo <= goal[2] <= hi:
+            moved = goal.copy()
+            moved[2] = min(max(goal[2], lo + c.map.resolution_m), hi - c.map.resolution_m)
+            self._event(0.0, f"goal {np.round(goal, 2).tolist()} m is outside the planning band z in [{lo}, {hi}] m; "
+                             f"moved to {np.round(moved, 2).tolist()} m")
+            goal = moved
+        self.goal = goal
+        self.mission_start = start.copy()
+        self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"goal {np.round(goal, 2).tolist()} m received", 0.0)
+
+    def observe(self, sensors: SensorFrame) -> None:
+        """Fuse one sensor frame into the map (the runner calls this for every frame)."""
+        self._fuse(sensors)
+
+    def update(self, state: VehicleState, sensors: Optional[SensorFrame]):
+        """One planning tick: returns a new trajectory, a hold Setpoint, or None (keep)."""
+        if self.map is None or self.goal is None:
+            raise RuntimeError("EgoPlanner.update() called before reset(start, goal)")
+        if not state.is_finite():
+            raise ValueError("EgoPlanner.update: the vehicle state is not finite")
+        if sensors is not None and sensors is not self._last_frame:
+            self._fuse(sensors)
+        self.map.follow(state.position)
+        out = None
+        for _ in range(_MAX_STEPS):
+            done, result = self._step(state)
+            if result is not None:
+                out = result
+            if done:
+                break
+        return out
+
+    # -- sensing ---------------------------------------------------------------------------------
+    def _fuse(self, frame: Optional[SensorFrame]) -> None:
+        if frame is None or frame is self._last_frame or self.map is None:
+            return
+        self._last_frame = frame
+        t0 = time.perf_counter()
+        try:
+            self.map.follow(frame.camera_position)
+            if self.config.use_depth and frame.depth is not None and frame.intrinsics is not None:
+                self.map.insert_depth(frame.depth, frame.intrinsics, frame.camera_position, frame.camera_orientation,
+                                      self.config.depth_pixel_stride)
+            elif frame.points is not None:
+                self.map.insert_point_cloud(frame.camera_position, frame.points)
+        except ValueError as exc:
+            # a bad frame (non-finite pose, wrong image shape) is skipped, not fatal
+            self.stats.bad_frames += 1
+            if self.stats.bad_frames <= 3:
+                self._event(frame.t, f"sensor frame skipped: {exc}")
+            return
+        self.stats.fuse_ms.append(1e3 * (time.perf_counter() - t0))
+
+    # -- the state machine -----------------------------------------------------------------------
+    def _step(self, state: VehicleState):
+        """One FSM step: (done for this tick?, result to return or None)."""
+        s, t = self.fsm.state, state.t
+        if s is FsmState.INIT or s is FsmState.WAIT_TARGET:
+            return True, None
+        if s is FsmState.GEN_NEW_TRAJ:
+            return self._generate(state)
+        if s is FsmState.EXEC_TRAJ:
+            return self._execute(state)
+        if s is FsmState.REPLAN_TRAJ:
+            return self._replan(state)
+        if s is FsmState.EMERGENCY_STOP:
+            if state.speed < 0.3:
+                self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"stopped (speed {state.speed:.2f} m/s)", t)
+                return False, None
+            return True, None
+        raise AssertionError(f"unhandled FSM state {s}")  # pragma: no cover - every state is above
+
+    def _targets(self, position):
+        """(target, target velocity, is_goal, message) or (None, ..., message) when refused."""
+        c = self.config
+        free_goal, msg = self.manager.free_point(self.goal, c.goal_search_radius_m)
+        if free_goal is None:
+            return None, None, False, f"goal {msg}; refusing it"
+        if msg:
+            self._event(None, f"goal {msg}")
+            self.goal = free_goal
+        target, is_goal = local_target(position, self.mission_start, self.goal, c.planning_horizon_m)
+        if not is_goal:
+            free, msg = self.manager.free_point(target, c.target_search_radius_m)
+            if free is None:
+                # pull the target back toward the vehicle until it is free (bounded: 5 tries)
+                for frac in (0.8, 0.6, 0.4, 0.3, 0.2):
+                    cand = position + frac * (target - position)
+                    free, _ = self.manager.free_point(cand, c.target_search_radius_m)
+                    if free is not None:
+                        break
+            if free is None:
+                return None, None, False, f"no free local target near {np.round(target, 2).tolist()} m"
+            target = free
+        if is_goal:
+            tvel = np.zeros(3)
+        else:
+            d = self.goal - target
+            n = float(np.linalg.norm(d))
+            tvel = d / n * c.max_vel_mps if n > 1e-6 else np.zeros(3)
+        return target, tvel, is_goal, ""
+
+    def _start_state(self, state: VehicleState, use_reference: bool):
+        """(p, v, a, yaw) to plan from: the reference at t (continuity) or the odometry."""
+        t = state.t
+        traj = self.trajectory
+        if use_reference and traj is not None:
+            p, v, a = traj.state(t)
+            if np.linalg.norm(p - state.position) <= self.config.max_tracking_error_m:
+                yaw = traj.yaw_at(t)[0] if isinstance(traj, BsplineTrajectory) else state.yaw
+                return p, v, a, yaw
+        return state.position.copy(), state.velocity.copy(), np.zeros(3), state.yaw
+
+    def _plan(self, state: VehicleState, reuse: bool) -> PlanOutcome:
+        p, v, a, yaw = self._start_state(state, use_reference=reuse)
+        if not self._start_blocked_reported and self.map.is_blocked(p[None])[0]:
+            self._start_blocked_reported = True
+            self._event(state.t, f"start {np.round(p, 2).tolist()} m is inside an inflated obstacle; planning a way out")
+        target, tvel, is_goal, msg = self._targets(p)
+        if target is None:
+            self._failures += 1
+            return PlanOutcome(None, msg)
+        previous = self.trajectory if (reuse and isinstance(self.trajectory, BsplineTrajectory)) else None
+        t0 = time.perf_counter()
+        # initial guesses in order (each leads the optimiser into its own local minimum): the
+        # current trajectory extended (replans; keeps the chosen side of each obstacle), an A*
+        # path to the target, then quintics through a waypoint to either side (EGO retries with
+        # random waypoints); later ones only while the retry budget lasts
+        attempts = [dict(previous=previous)] if previous is not None else []
+        attempts.append(dict(guided=True))
+        attempts += [dict(via=via) for via in self._via_points(p, target)]
+        # more thinking time when hovering (GEN_NEW_TRAJ) and after repeated failures
+        scale = min(1.0 + 0.5 * self._failures, self.config.max_time_scale)
+        if not reuse:
+            scale = self.config.max_time_scale
+        if reuse and self._failures == 0:
+            # a routine replan (timer, progress) tries the reused guess only, one that avoids a
+            # newly blocked trajectory also A*; the others come in the next ticks if it fails
+            attempts = attempts[:2] if self._collision_time is not None else attempts[:1]
+        out = None
+        for k, kw in enumerate(attempts):
+            if k > 0 and time.perf_counter() - t0 > self.config.retry_budget_s * scale:
+                break
+            out = self.manager.plan(p, v, a, target, tvel, state.t, yaw, time_scale=scale, **kw)
+            if out.success:
+                break
+        out.time_s = time.perf_counter() - t0
+        self.stats.replan_ms.append(1e3 * out.time_s)
+        self.stats.replan_ok.append(out.success)
+        if out.success:
+            self.stats.iterations.append(out.optimize.iterations if out.optimize else 0)
+            self.trajectory = out.trajectory
+            self._plan_time = state.t
+            self._plan_position = state.position.copy()
+            self._target_is_goal = is_goal
+            self._failures = 0
+        else:
+            self._failures += 1
+        return out
+
+    def _via_points(self, p: np.ndarray, target: np.ndarray) -> list:
+        """Two waypoints beside the midpoint of p -> target, one per side, in random order at a
+        random lateral offset (seeded: episodes are reproducible)."""
+        d = target - p
+        horizontal = np.array([-d[1], d[0], 0.0])
+        n = float(np.linalg.norm(horizontal))
+        if n < 1e-6:
+            return []
+        side = horizontal / n
+        offset = self._rng.uniform(*self.config.retry_offset_m)
+        sign = 1.0 if self._rng.random() < 0.5 else -1.0
+        mid = 0.5 * (p + target)
+        return [mid + sign * offset * side, mid - sign * offset * side]
+
+    def _generate(self, state: VehicleState):
+        t = state.t
+        if np.linalg.norm(state.position - self.goal) <= self.config.reached_tolerance_m:
+            self.fsm.transition(FsmState.WAIT_TARGET, "already at the goal", t)
+            return True, Setpoint.hold(self.goal, state.yaw)
+        out = self._plan(state, reuse=False)
+        if out.success:
+            heading = self._initial_heading(out.trajectory)
+            if heading is not None and state.speed < self.config.turn_first_speed_mps:
+                error = abs(math.remainder(heading - state.yaw, 2.0 * math.pi))
+                turning_s = 0.0 if self._turn_since == -math.inf else t - self._turn_since
+                if error > self.config.turn_first_rad and turning_s < self.config.max_turn_s:
+                    # the camera looks the other way: unknown space counts as free, so flying off
+                    # sideways would discover obstacles too late. Turn on the spot first, then
+                    # plan again with what the camera sees.
+                    if self._turn_since == -math.inf:
+                        self._turn_since = t
+                    self.trajectory = None
+                    self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"turning to the new heading first "
+                                        f"({math.degrees(error):.0f} deg off)", t)
+                    return True, Setpoint.hold(state.position, heading)
+            self._turn_since = -math.inf
+            self.fsm.transition(FsmState.EXEC_TRAJ, "new trajectory: " + out.message, t)
+            return True, self.trajectory
+        return self._failed(state, out.message, hold=self.trajectory is None)
+
+    def _initial_heading(self, trajectory: BsplineTrajectory) -> Optional[float]:
+        """Heading, rad, from the trajectory's start to where it is 1 m of travel later (None if
+        it never gets 0.3 m away horizontally)."""
+        ts = np.linspace(trajectory.t_start, trajectory.t_end, 40)
+        p = np.array([trajectory.state(tt)[0] for tt in ts])
+        d = p[:, :2] - p[0, :2]
+        dist = np.hypot(d[:, 0], d[:, 1])
+        far = np.nonzero(dist >= 1.0)[0]
+        k = int(far[0]) if far.shape[0] else int(np.argmax(dist))
+        if dist[k] < 0.3:
+            return None
+        return math.atan2(d[k, 1], d[k, 0])
+
+    def _failed(self, state: VehicleState, message: str, hold: bool):
+        t = state.t
+        if message.endswith("refusing it") or self._failures >= self.config.max_consecutive_failures:
+            why = message if message.endswith("refusing it") else (
+                f"{self._failures} plans failed in a row (last: {message}); giving the goal up")
+            self._event(t, why)
+            self.fsm.transition(FsmState.WAIT_TARGET, why, t)
+            self.trajectory = None
+            return True, Setpoint.hold(state.position, state.yaw)
+        if self._failures in (1, 10) or self._failures % 50 == 0:
+            self._event(t, f"plan failed ({self._failures} in a row): {message}")
+        self.fsm.transition(self.fsm.state, f"plan failed: {message}", t)
+        return True, (Setpoint.hold(state.position, state.yaw) if hold else None)
+
+    def _execute(self, state: VehicleState):
+        c, t = self.config, state.t
+        traj = self.trajectory
+        if traj is None:
+            self.fsm.transition(FsmState.GEN_NEW_TRAJ, "no trajectory to execute", t)
+            return False, None
+        to_goal = float(np.linalg.norm(state.position - self.goal))
+        if self._target_is_goal and t >= traj.t_end and to_goal <= c.reached_tolerance_m:
+            self.fsm.transition(FsmState.WAIT_TARGET, f"goal reached ({to_goal:.2f} m)", t)
+            return True, None
+        if isinstance(traj, BsplineTrajectory):
+            # EGO checks the first 2/3 of the trajectory: the rest is re-planned before it is flown
+            # (and at least the next safety_horizon_s: after failed replans the tail is flown too)
+            horizon = max(traj.duration * self._optimizer_config.check_fraction - (t - traj.t_start),
+                          c.safety_horizon_s)
+            hit = self.manager.trajectory_collision_time(traj, t, horizon, self._optimizer_config.check_step_m)
+        else:
+            hit = None
+        if hit is not None:
+            self._collision_time = hit
+            self.fsm.transition(FsmState.REPLAN_TRAJ, f"trajectory blocked {hit - t:.2f} s ahead", t)
+            return False, None
+        self._collision_time = None
+        near_end = self._target_is_goal and traj.t_end - t < 1.0
+        if not near_end:
+            if t - self._plan_time >= c.replan_period_s:
+                self.fsm.transition(FsmState.REPLAN_TRAJ, "replan timer", t)
+                return False, None
+            if np.linalg.norm(state.position - self._plan_position) >= c.replan_progress_m:
+                self.fsm.transition(FsmState.REPLAN_TRAJ, f"{c.replan_progress_m} m of progress", t)
+                return False, None
+        if t >= traj.t_end and to_goal > c.reached_tolerance_m:
+            self.fsm.transition(FsmState.GEN_NEW_TRAJ, "trajectory ended short of the goal", t)
+            return False, None
+        return True, None
+
+    def _replan(self, state: VehicleState):
+        t = state.t
+        out = self._plan(state, reuse=True)
+        if out.success:
+            self.fsm.transition(FsmState.EXEC_TRAJ, "replanned: " + out.message, t)
+            return True, self.trajectory
+        hit = self._collision_time
+        if hit is not None and hit - t < self.config.emergency_time_s:
+            p, v, _, yaw = self._start_state(state, use_reference=True)
+            decel = self.config.emergency_decel_mps2 or 2.0 * self.config.max_acc_mps2
+            self.trajectory = BrakingTrajectory(p, v, t, decel, yaw)
+            self.stats.emergency_stops += 1
+            self._event(t, f"emergency stop: collision {hit - t:.2f} s ahead and replanning failed ({out.message})")
+            self.fsm.transition(FsmState.EMERGENCY_STOP, f"collision {hit - t:.2f} s ahead, replan failed", t)
+            return True, self.trajectory
+        if out.message.endswith("refusing it") or self._failures >= self.config.max_consecutive_failures:
+            return self._failed(state, out.message, hold=True)
+        # keep flying the current (still safe for now) trajectory and try again next tick
+        self.fsm.transition(FsmState.EXEC_TRAJ, f"replan failed, keeping the current trajectory: {out.message}", t)
+        return True, None
+
+    # -- reporting -------------------------------------------------------------------------------
+    def _event(self, t: Optional[float], text: str) -> None:
+        line = text if t is None else f"t={t:.3f} s: {text}"
+        logger.warning(line)
+        self.events.append(line)

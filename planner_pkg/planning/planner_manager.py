@@ -1,0 +1,126 @@
+"""One replan, end to end (EGO's ``planner_manager::reboundReplan``): initial guess -> rebound
+optimisation -> refine -> trajectory. Also the goal / local-target checks against the map."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
+
+import numpy as np
+
+from planner_pkg.planning.collision_pairs import curve_collision_time
+from planner_pkg.planning.astar import astar_search
+from planner_pkg.planning.initial_path import guided_spline, initial_spline, shortcut
+from planner_pkg.planning.rebound import OptimizerConfig, ReboundOptimizer, ReboundResult
+from planner_pkg.planning.trajectory import BsplineTrajectory, YawConfig
+
+__all__ = ["PlanOutcome", "PlanManager"]
+
+
+@dataclass
+class PlanOutcome:
+    """Result of :meth:`PlanManager.plan`.
+
+    trajectory: the new trajectory (None on failure); message: what happened, in words;
+    optimize, refine: the optimiser's reports (None where that stage did not run);
+    time_s: wall time of the whole replan, s.
+    """
+
+    trajectory: Optional[BsplineTrajectory]
+    message: str
+    optimize: Optional[ReboundResult] = None
+    refine: Optional[ReboundResult] = None
+    time_s: float = 0.0
+
+    @property
+    def success(self) -> bool:
+        return self.trajectory is not None
+
+
+class PlanManager:
+    """Plans on ``grid_map`` with the rebound optimiser.
+
+    knot_dt: knot interval of new splines, s (EGO: ctrl_pt_dist / max_vel).
+    """
+
+    def __init__(self, grid_map, optimizer: OptimizerConfig, knot_dt: float, yaw: YawConfig = YawConfig()):
+        if not (math.isfinite(knot_dt) and knot_dt > 0):
+            raise ValueError(f"knot interval must be positive, got {knot_dt!r} s")
+        self.map = grid_map
+        self.optimizer = ReboundOptimizer(grid_map, optimizer)
+        self.knot_dt = float(knot_dt)
+        self.yaw = yaw
+
+    @property
+    def config(self) -> OptimizerConfig:
+        return self.optimizer.config
+
+    def plan(self, p0, v0, a0, target, target_vel, t_now: float, start_yaw: float,
+             previous: Optional[BsplineTrajectory] = None, via=None, guided: bool = False,
+             time_scale: float = 1.0) -> PlanOutcome:
+        """A trajectory from the state (p0, v0, a0) at absolute time ``t_now`` to ``target``.
+
+        The initial guess: with ``guided``, along an A* path from p0 to the target (string-pulled,
+        see :func:`guided_spline`); otherwise ``previous`` and ``via`` shape it (see
+        :func:`initial_spline`). ``time_scale`` multiplies the optimiser's and A*'s time budgets.
+        """
+        t0 = time.perf_counter()
+        c = self.config
+        if guided:
+            astar_cfg = replace(c.astar, max_time_s=c.astar.max_time_s * time_scale,
+                                max_expansions=int(c.astar.max_expansions * time_scale))
+            search = astar_search(self.map, p0, target, astar_cfg)
+            if not search.success:
+                return PlanOutcome(None, f"no guide path to the target: {search.message}",
+                                   time_s=time.perf_counter() - t0)
+            guess = guided_spline(shortcut(self.map, search.path, c.check_step_m), v0, a0, target_vel,
+                                  c.max_vel_mps, c.max_acc_mps2, self.knot_dt)
+        else:
+            guess = initial_spline(p0, v0, a0, target, target_vel, c.max_vel_mps, c.max_acc_mps2, self.knot_dt,
+                                   previous=previous, t_now=t_now, via=via)
+        if guess is None:
+            return PlanOutcome(None, "already at the target: nothing to plan", time_s=time.perf_counter() - t0)
+        opt = self.optimizer.optimize(guess, time_scale)
+        if not opt.success:
+            return PlanOutcome(None, f"optimisation failed: {opt.message}", opt, time_s=time.perf_counter() - t0)
+        ref = self.optimizer.refine(opt.spline)
+        spline = ref.spline if ref.success else opt.spline
+        ratio = spline.feasibility_ratio(c.max_vel_mps, c.max_acc_mps2)
+        # a start state already beyond the limits (tracking overshoot, a lowered limit) cannot be
+        # undone by the plan: judge the plan only by what it adds
+        start_ratio = max(float(np.linalg.norm(v0)) / c.max_vel_mps, math.sqrt(float(np.linalg.norm(a0)) / c.max_acc_mps2))
+        if ratio > max(c.max_accept_ratio, 1.1 * start_ratio):
+            return PlanOutcome(None, f"limits exceeded by x{ratio:.2f} after refine ({ref.message})", opt, ref,
+                               time.perf_counter() - t0)
+        traj = BsplineTrajectory(spline, t_now, start_yaw, self.yaw)
+        msg = (f"{opt.iterations} L-BFGS iterations, {opt.rebounds} rebounds, {opt.pairs} pairs; refine: "
+               f"{ref.message}")
+        return PlanOutcome(traj, msg, opt, ref, time.perf_counter() - t0)
+
+    # -- targets ----------------------------------------------------------------------------------
+    def free_point(self, point, search_radius_m: float) -> Tuple[Optional[np.ndarray], str]:
+        """(usable point or None, message): ``point`` itself if free, else the nearest free voxel
+        centre within ``search_radius_m`` (only when the point is inside the map window; outside
+        it the map knows nothing and the point is used as is)."""
+        p = np.asarray(point, dtype=np.float64)
+        idx = self.map.local_index(p[None])
+        if not self.map.in_window(idx)[0]:
+            return p.copy(), ""
+        if not self.map.is_blocked(p[None])[0]:
+            return p.copy(), ""
+        free = self.map.nearest_free(p, search_radius_m)
+        if free is None:
+            return None, (f"{np.round(p, 2).tolist()} m is inside an (inflated) obstacle with no free point "
+                          f"within {search_radius_m} m")
+        return free, (f"{np.round(p, 2).tolist()} m is inside an (inflated) obstacle; moved to the nearest free "
+                      f"point {np.round(free, 2).tolist()} m")
+
+    def trajectory_collision_time(self, trajectory: BsplineTrajectory, t_now: float, horizon_s: float,
+                                  step_m: float) -> Optional[float]:
+        """Absolute time of the first blocked point on ``trajectory`` within ``[t_now, t_now +
+        horizon_s]``, ignoring a blocked stretch the vehicle is already in; None if clear."""
+        spline = trajectory.spline
+        tau0 = max(t_now - trajectory.t_start, 0.0)
+        hit = curve_collision_time(self.map, spline, tau0, tau0 + horizon_s, step_m, skip_leading_blocked=True)
+        return None if hit is None else trajectory.t_start + hit

@@ -1,0 +1,183 @@
+"""Trajectories the trajectory server samples: position / velocity / acceleration / yaw at any time.
+
+Both classes implement :class:`planner_pkg.types.TrajectoryLike`: ``sample(t)`` takes absolute
+time (s, the odometry clock) and returns a :class:`~planner_pkg.types.Setpoint`. They are
+immutable after construction, so sampling is a pure function of ``t`` (the runner may sample
+any time, in any order).
+
+Yaw follows the direction of travel with a rate limit, like EGO's ``traj_server``: the heading
+target is the direction from the current reference point to the point ``yaw_lookahead_s``
+ahead (smoother than the instantaneous velocity); the rate-limited yaw profile is integrated
+once at construction on a ``yaw_dt_s`` grid and interpolated when sampled.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner_pkg.planning.bspline import UniformBSpline, basis_matrix
+from planner_pkg.types import Setpoint
+
+__all__ = ["YawConfig", "BsplineTrajectory", "BrakingTrajectory", "wrap_angle"]
+
+
+def wrap_angle(a: float) -> float:
+    """Angle in (-pi, pi], rad."""
+    return math.atan2(math.sin(a), math.cos(a))
+
+
+@dataclass(frozen=True)
+class YawConfig:
+    """Heading along the path.
+
+    max_yaw_rate_rad_s: rate limit, rad/s.
+    yaw_lookahead_s: the heading points at the reference this far ahead, s.
+    yaw_dt_s: integration step of the yaw profile, s.
+    min_travel_m: closer look-ahead points than this keep the previous heading (hovering), m.
+    """
+
+    max_yaw_rate_rad_s: float = 1.5
+    yaw_lookahead_s: float = 0.5
+    yaw_dt_s: float = 0.02
+    min_travel_m: float = 0.05
+
+    def __post_init__(self):
+        for name in ("max_yaw_rate_rad_s", "yaw_lookahead_s", "yaw_dt_s", "min_travel_m"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"YawConfig.{name} must be a positive finite number, got {v!r}")
+
+
+def _yaw_profile(positions: np.ndarray, start_yaw: float, cfg: YawConfig, lookahead: int) -> np.ndarray:
+    """Rate-limited, unwrapped yaw (K,) rad along sampled positions (K, 3) at ``cfg.yaw_dt_s``."""
+    k = positions.shape[0]
+    ahead = positions[np.minimum(np.arange(k) + lookahead, k - 1)]
+    delta = ahead[:, :2] - positions[:, :2]
+    dist = np.hypot(delta[:, 0], delta[:, 1])
+    target = np.arctan2(delta[:, 1], delta[:, 0])
+    max_step = cfg.max_yaw_rate_rad_s * cfg.yaw_dt_s
+    yaw = np.empty(k)
+    y = 0.0 if not math.isfinite(start_yaw) else float(start_yaw)
+    moving = (dist > cfg.min_travel_m).tolist()
+    tgt = target.tolist()
+    # a short sequential filter (one float op per 20 ms of trajectory): the rate limit makes
+    # each value depend on the previous one
+    yaw[0] = y
+    for i in range(1, k):
+        if moving[i]:
+            err = math.atan2(math.sin(tgt[i] - y), math.cos(tgt[i] - y))
+            y += max(-max_step, min(max_step, err))
+        yaw[i] = y
+    return yaw
+
+
+class BsplineTrajectory:
+    """A cubic :class:`UniformBSpline` flown from absolute time ``t_start`` (s).
+
+    Before ``t_start`` the start state is held; after the end, the final position (with zero
+    velocity and acceleration). ``start_yaw`` (rad) is where the heading profile begins (the
+    previous reference's yaw, for continuity).
+    """
+
+    def __init__(self, spline: UniformBSpline, t_start: float, start_yaw: float = math.nan,
+                 yaw: YawConfig = YawConfig()):
+        if spline.degree != 3 or spline.control_points.shape[1] != 3:
+            raise ValueError("BsplineTrajectory needs a cubic 3-D B-spline")
+        if not math.isfinite(t_start):
+            raise ValueError(f"t_start must be finite, got {t_start!r}")
+        self.spline = spline
+        self.t_start = float(t_start)
+        self.duration = spline.duration
+        self.dt = spline.dt
+        q = spline.control_points
+        n_seg = spline.num_segments
+        idx = np.arange(n_seg)[:, None] + np.arange(4)
+        # (S, 4, 3) power-basis coefficients of each segment: p(s) = c0 + c1 s + c2 s^2 + c3 s^3
+        self._coef = np.einsum("ij,sjd->sid", basis_matrix(3), q[idx])
+        self._end = spline.evaluate(self.duration)
+        # yaw profile
+        self.yaw_config = yaw
+        n = max(2, int(math.ceil(self.duration / yaw.yaw_dt_s)) + 1)
+        self._yaw_t = np.arange(n) * yaw.yaw_dt_s
+        pos = spline.evaluate(np.minimum(self._yaw_t, self.duration))
+        lookahead = max(1, int(round(yaw.yaw_lookahead_s / yaw.yaw_dt_s)))
+        self._yaw = _yaw_profile(pos, start_yaw, yaw, lookahead)
+        self._yaw_rate = np.gradient(self._yaw, yaw.yaw_dt_s) if n > 1 else np.zeros(n)
+        self.end_yaw = wrap_angle(float(self._yaw[-1]))
+
+    @property
+    def t_end(self) -> float:
+        """Absolute end time, s."""
+        return self.t_start + self.duration
+
+    def state(self, t: float):
+        """(position, velocity, acceleration) (3,) each at absolute time ``t`` s."""
+        tau = float(t) - self.t_start
+        if tau > self.duration:
+            return self._end.copy(), np.zeros(3), np.zeros(3)
+        tau = max(tau, 0.0)
+        u = tau / self.dt
+        k = min(int(u), self._coef.shape[0] - 1)  # tau == duration: the end of the last segment
+        s = u - k
+        c0, c1, c2, c3 = self._coef[k]
+        p = c0 + s * (c1 + s * (c2 + s * c3))
+        v = (c1 + s * (2.0 * c2 + 3.0 * s * c3)) / self.dt
+        a = (2.0 * c2 + 6.0 * s * c3) / (self.dt * self.dt)
+        return p, v, a
+
+    def yaw_at(self, t: float):
+        """(yaw rad in (-pi, pi], yaw rate rad/s) at absolute time ``t``."""
+        tau = min(max(float(t) - self.t_start, 0.0), float(self._yaw_t[-1]))
+        i = min(int(tau / self.yaw_config.yaw_dt_s), self._yaw.shape[0] - 2)
+        f = tau / self.yaw_config.yaw_dt_s - i
+        y = (1.0 - f) * self._yaw[i] + f * self._yaw[i + 1]
+        rate = 0.0 if float(t) - self.t_start > self.duration else float(self._yaw_rate[i])
+        return wrap_angle(float(y)), rate
+
+    def sample(self, t: float) -> Setpoint:
+        """Reference at absolute time ``t`` s (TrajectoryLike)."""
+        if not math.isfinite(t):
+            raise ValueError(f"cannot sample a trajectory at t = {t!r}")
+        p, v, a = self.state(t)
+        yaw, rate = self.yaw_at(t)
+        return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate)
+
+
+class BrakingTrajectory:
+    """Emergency stop: straight-line deceleration from (p0, v0) at ``decel_mps2`` from ``t_start``,
+    then hold; heading fixed at ``yaw`` (rad)."""
+
+    def __init__(self, position, velocity, t_start: float, decel_mps2: float, yaw: float = math.nan):
+        if not (math.isfinite(decel_mps2) and decel_mps2 > 0):
+            raise ValueError(f"braking deceleration must be positive, got {decel_mps2!r}")
+        self.p0 = np.asarray(position, dtype=np.float64).copy()
+        self.v0 = np.asarray(velocity, dtype=np.float64).copy()
+        if not (np.isfinite(self.p0).all() and np.isfinite(self.v0).all()):
+            raise ValueError("BrakingTrajectory needs a finite position and velocity")
+        self.t_start = float(t_start)
+        speed = float(np.linalg.norm(self.v0))
+        self.direction = self.v0 / speed if speed > 1e-9 else np.zeros(3)
+        self.speed = speed
+        self.decel = float(decel_mps2)
+        self.duration = speed / self.decel
+        self.stop_position = self.p0 + self.direction * (0.5 * speed * self.duration)
+        self.yaw = yaw
+
+    @property
+    def t_end(self) -> float:
+        return self.t_start + self.duration
+
+    def state(self, t: float):
+        tau = min(max(float(t) - self.t_start, 0.0), self.duration)
+        s = self.speed * tau - 0.5 * self.decel * tau * tau
+        v = self.speed - self.decel * tau
+        a = -self.decel if tau < self.duration else 0.0
+        return self.p0 + s * self.direction, v * self.direction, a * self.direction
+
+    def sample(self, t: float) -> Setpoint:
+        if not math.isfinite(t):
+            raise ValueError(f"cannot sample a trajectory at t = {t!r}")
+        p, v, a = self.state(t)
+        return Setpoint(p, v, a, yaw=self.yaw)

@@ -1,0 +1,183 @@
+"""``python -m planner_pkg policy train|eval``: the learned policy's commands.
+
+    policy train --config FILE --out model.agm [--resume model.ckpt] [--iterations N] [--stop-after N]
+    policy export --checkpoint model.ckpt --out model.agm
+    policy eval  [--model model.agm] [--episodes 100] [--speed 3 [5 ...]] [--vehicle quadrotor|point_mass]
+                 [--first-world K] [--json results.json]
+
+``planner_pkg.cli`` registers these with :func:`add_parser`; errors are raised as its CliError
+(one line on stderr, exit code 2 for bad input, 1 for a failure while running).
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+__all__ = ["add_parser", "default_model_path"]
+
+#: The model shipped with the package (see README/issue 7 notes for how it was produced).
+_SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "policy_default.agm"
+
+
+def default_model_path():
+    """The shipped model file, or None when this installation has none."""
+    return _SHIPPED_MODEL if _SHIPPED_MODEL.is_file() else None
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _nonneg_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _speed(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a speed in m/s, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive speed in m/s, got {text!r}")
+    return value
+
+
+def add_parser(subparsers) -> None:
+    """Add the ``policy`` command (with ``train`` and ``eval``) to the CLI's subparsers."""
+    policy = subparsers.add_parser("policy", help="train and evaluate the learned depth policy")
+    psub = policy.add_subparsers(dest="policy_command", metavar="POLICY_COMMAND")
+    psub.required = True
+
+    tr = psub.add_parser("train", help="train through the differentiable point mass and export a model")
+    tr.add_argument("--config", required=True, metavar="FILE", help="training YAML (see config/policy/)")
+    tr.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.agm); the checkpoint, "
+                    "CSV and PNG go next to it (.ckpt, .csv, .png)")
+    tr.add_argument("--resume", metavar="CKPT", help="continue from this checkpoint")
+    tr.add_argument("--iterations", type=_positive_int, metavar="N", help="override train.iterations")
+    tr.add_argument("--stop-after", type=_positive_int, metavar="N",
+                    help="run at most N iterations now, checkpoint and stop (continue with --resume)")
+    tr.add_argument("--no-progress", action="store_true", help="log lines instead of a progress bar")
+    tr.set_defaults(handler=_cmd_train)
+
+    ex = psub.add_parser("export", help="export the network of a training checkpoint as a model file")
+    ex.add_argument("--checkpoint", required=True, metavar="CKPT", help="checkpoint written by 'policy train'")
+    ex.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.agm)")
+    ex.set_defaults(handler=_cmd_export)
+
+    ev = psub.add_parser("eval", help="fly the policy in the embedded simulator in unseen worlds")
+    ev.add_argument("--model", metavar="MODEL", help="policy model (.agm); default: the shipped model")
+    ev.add_argument("--episodes", type=_positive_int, default=100, help="worlds per speed (100)")
+    ev.add_argument("--speed", type=_speed, nargs="+", default=[3.0], metavar="V",
+                    help="commanded speed(s), m/s (3)")
+    ev.add_argument("--vehicle", choices=("quadrotor", "point_mass"), default="quadrotor",
+                    help="simulated vehicle (default: rigid-body quadrotor + SE(3) controller)")
+    ev.add_argument("--world-kind", choices=("cluttered", "forest"), default="cluttered",
+                    help="world generator (default: cluttered course, 40 x 20 m, 80 obstacles)")
+    ev.add_argument("--first-world", type=_nonneg_int, default=0, metavar="K",
+                    help="index of the first evaluation world (odd generator seeds 2K+1, 2K+3, ...)")
+    ev.add_argument("--json", metavar="FILE", help="also write the results (and every episode) as JSON")
+    ev.set_defaults(handler=_cmd_eval)
+
+
+def _err(message: str, code: int = 2):
+    from planner_pkg.cli import CliError
+
+    return CliError(message, code)
+
+
+def _cmd_train(args) -> int:
+    from planner_pkg.policy.config import ConfigError, load_config
+    from planner_pkg.policy.trainer import train
+
+    if not Path(args.config).is_file():
+        raise _err(f"config file {args.config!r} does not exist (see config/policy/ for examples)")
+    try:
+        cfg = load_config(args.config)
+        if args.iterations is not None:
+            cfg = cfg.replace(train={"iterations": args.iterations})
+    except ConfigError as exc:
+        raise _err(str(exc)) from None
+    if args.resume is not None and not Path(args.resume).is_file():
+        raise _err(f"checkpoint {args.resume!r} does not exist")
+    try:
+        result = train(cfg, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
+    except ValueError as exc:
+        raise _err(str(exc)) from None
+    last = result.history[-1] if result.history else {}
+    print(json.dumps({
+        "iteration": result.iteration, "iterations_run": result.iterations_run, "wall_s": round(result.wall_s, 1),
+        "model": str(result.paths["model"]) if result.iteration == cfg.train.iterations else None,
+        "checkpoint": str(result.paths["checkpoint"]), "csv": str(result.paths["csv"]),
+        "last_loss": last.get("total"), "last_success_rate": last.get("success_rate"),
+    }))
+    return 0
+
+
+def _cmd_export(args) -> int:
+    from planner_pkg.policy.config import config_from_dict
+    from planner_pkg.policy.export import export_policy
+    from planner_pkg.policy.network import PolicyNet
+    from planner_pkg.policy.trainer import load_checkpoint
+
+    if not Path(args.checkpoint).is_file():
+        raise _err(f"checkpoint {args.checkpoint!r} does not exist")
+    try:
+        ckpt = load_checkpoint(args.checkpoint)
+    except ValueError as exc:
+        raise _err(str(exc)) from None
+    cfg = config_from_dict(ckpt["config"])
+    net = PolicyNet(cfg.network, cfg.observation)
+    net.load_state_dict(ckpt["model"])
+    path = export_policy(net, cfg, args.out)
+    print(f"wrote {path} (network of iteration {ckpt['iteration']})")
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    from planner_pkg.policy.evaluate import evaluate_policy, format_results
+    from planner_pkg.policy.export import PolicyModelError, load_policy
+
+    path = args.model or default_model_path()
+    if path is None:
+        raise _err("no --model given and this installation ships no trained policy; train one with "
+                   "'python -m planner_pkg policy train --config config/policy/default.yaml --out model.agm'")
+    try:
+        policy = load_policy(path)
+    except PolicyModelError as exc:
+        raise _err(str(exc)) from None
+    results = []
+    for speed in args.speed:
+        def progress(i, summary, speed=speed):
+            print(f"  {speed:g} m/s, world {i + 1}/{args.episodes}: {summary['reason']}", file=sys.stderr, flush=True)
+
+        results.append(evaluate_policy(policy, episodes=args.episodes, speed_mps=speed, vehicle=args.vehicle,
+                                       world_kind=args.world_kind, first_world=args.first_world,
+                                       progress=progress if sys.stderr.isatty() else None))
+    print(f"policy {path}: {args.vehicle}, {args.world_kind} worlds (unseen: odd seeds from {2 * args.first_world + 1})")
+    print(format_results(results))
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"model": str(path), "results": [r.to_dict() for r in results],
+                                   "episodes": {str(r.speed_mps): r.episodes for r in results}}, indent=1))
+    return 0

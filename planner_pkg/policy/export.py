@@ -1,0 +1,158 @@
+"""Export a trained policy network to one data-only model file, and load it for onboard use.
+
+The file (``.agm``) is an ``autograd_core.export`` graph file (safetensors: the weights as tensors,
+the graph as JSON metadata; no pickle, nothing executable), traced at batch 1:
+
+    inputs  image (1, 1, rows, cols) float32, state (1, 10) float32, hidden (1, H) float32
+    outputs action (1, 6) float32 (acceleration (3) and velocity estimate (3), yaw frame),
+            hidden (1, H) float32
+
+plus one more metadata string, ``planner_pkg.policy``: JSON with the training configuration
+(``PolicyConfig.to_dict()``) that fixes the observation transform, the image size and the
+default commanded speed. ``autograd_core.runtime.load`` reads the file as any graph file;
+:func:`load_policy` reads the metadata too and refuses a file whose graph does not take and
+give the shapes its configuration promises.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+
+from planner_pkg.policy.config import ConfigError, PolicyConfig, STATE_DIM, config_from_dict
+
+__all__ = ["POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy",
+           "load_policy", "policy_graph"]
+
+logger = logging.getLogger(__name__)
+
+POLICY_METADATA_KEY = "planner_pkg.policy"
+POLICY_FORMAT_VERSION = 1
+_MAX_HEADER_BYTES = 64 << 20
+
+
+class PolicyModelError(ValueError):
+    """The model file is missing, not a policy model, or inconsistent with its configuration."""
+
+
+def policy_graph(net, cfg: PolicyConfig):
+    """Trace ``net`` (a ``PolicyNet``) at batch 1 in eval mode; returns an ``export.Graph``."""
+    import autograd_core as ag
+    from autograd_core import export
+
+    rows, cols = cfg.observation.image_hw
+    was_training = net.training
+    net.eval()
+    try:
+        example = (ag.zeros(1, 1, rows, cols), ag.zeros(1, STATE_DIM), ag.zeros(1, cfg.network.hidden))
+        return export.trace(net, example)
+    finally:
+        net.train(was_training)
+
+
+def export_policy(net, cfg: PolicyConfig, path: Union[str, Path]) -> Path:
+    """Write ``net`` with its configuration to ``path`` (atomically). Returns the path."""
+    from autograd_core import runtime
+    from autograd_core.runtime import _format  # the graph file writer (safetensors + metadata)
+
+    graph = policy_graph(net, cfg)
+    metadata = {
+        "format": runtime.FORMAT_NAME,
+        "format_version": str(runtime.FORMAT_VERSION),
+        "graph": json.dumps(graph.to_json(), separators=(",", ":")),
+        POLICY_METADATA_KEY: json.dumps({"version": POLICY_FORMAT_VERSION, "config": cfg.to_dict()},
+                                        separators=(",", ":")),
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _format.write_file(str(path), graph.constants, metadata)
+    return path
+
+
+@dataclass
+class LoadedPolicy:
+    """A policy model ready to run: ``model(image, state, hidden) -> (action, hidden)``."""
+
+    model: object  # autograd_core.runtime.Model
+    config: PolicyConfig
+    path: str
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.network.hidden
+
+    @property
+    def image_hw(self):
+        return self.config.observation.image_hw
+
+
+def _policy_metadata(data: bytes, where: str) -> dict:
+    if len(data) < 8:
+        raise PolicyModelError(f"{where}: not a policy model file (only {len(data)} bytes)")
+    n = int.from_bytes(data[:8], "little")
+    if n > _MAX_HEADER_BYTES or 8 + n > len(data):
+        raise PolicyModelError(f"{where}: not a policy model file (bad header length {n})")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"))
+        text = header["__metadata__"][POLICY_METADATA_KEY]
+        meta = json.loads(text)
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise PolicyModelError(
+            f"{where}: not a policy model (no '{POLICY_METADATA_KEY}' metadata); export one with "
+            "'python -m planner_pkg policy train' or planner_pkg.policy.export.export_policy") from None
+    if not isinstance(meta, dict) or meta.get("version") != POLICY_FORMAT_VERSION:
+        raise PolicyModelError(f"{where}: unsupported policy model version {meta.get('version') if isinstance(meta, dict) else meta!r} "
+                               f"(this code reads version {POLICY_FORMAT_VERSION})")
+    return meta
+
+
+def _model_config(values, where: str) -> PolicyConfig:
+    """The model's configuration. Only the observation and network sections define the model's
+    interface; when a later version of this code no longer accepts the training-only sections
+    (renamed or retyped fields), those fall back to today's defaults with a warning."""
+    try:
+        return config_from_dict(values)
+    except ConfigError as exc:
+        first = exc
+    values = values if isinstance(values, dict) else {}
+    try:
+        cfg = config_from_dict({k: values.get(k) or {} for k in ("observation", "network")})
+    except ConfigError as exc:
+        raise PolicyModelError(f"{where}: its configuration is invalid: {exc}") from None
+    logger.warning("%s: training settings not understood by this version (%s); using defaults for them "
+                   "(the model's observation and network settings are intact)", where, first)
+    return cfg
+
+
+def load_policy(path: Union[str, Path]) -> LoadedPolicy:
+    """Load a model written by :func:`export_policy`, checking its graph against its config."""
+    from autograd_core import runtime
+
+    where = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise PolicyModelError(f"cannot read policy model {where!r}: {exc}") from None
+    meta = _policy_metadata(data, where)
+    cfg = _model_config(meta.get("config"), where)
+    try:
+        model = runtime.load_bytes(data)
+    except runtime.FormatError as exc:
+        raise PolicyModelError(f"{where}: {exc}") from None
+    rows, cols = cfg.observation.image_hw
+    hidden = cfg.network.hidden
+    want_in = [(1, 1, rows, cols), (1, STATE_DIM), (1, hidden)]
+    want_out = [(1, 6), (1, hidden)]
+    got_in = [tuple(s) for s in model.input_shapes]
+    got_out = [tuple(s) for s in model.output_shapes]
+    if got_in != want_in or got_out != want_out:
+        raise PolicyModelError(
+            f"{where}: the network takes {got_in} and gives {got_out}, but its configuration needs "
+            f"inputs {want_in} (image, state, hidden) and outputs {want_out}; re-export the model")
+    if any(np.dtype(d) != np.float32 for d in list(model.input_dtypes) + list(model.output_dtypes)):
+        raise PolicyModelError(f"{where}: the network's inputs and outputs must be float32")
+    return LoadedPolicy(model=model, config=cfg, path=where)

@@ -1,0 +1,95 @@
+"""Training losses of the depth policy, over a whole rollout at once (T steps x B agents).
+
+Every term is a scalar Tensor, averaged over steps and agents; :func:`total_loss` weights them
+with :class:`~planner_pkg.policy.config.LossConfig`. Shapes: positions/velocities/commands
+(T, B, 3), clearances (T, B) in metres (signed distance - vehicle radius - safety margin).
+
+* velocity: smooth-L1 of (the velocity averaged over the last ``window`` steps - the target
+  velocity), per element: the average lets the policy swerve briefly without penalty, as long
+  as it keeps its mean course (Zhang et al. 2024).
+* velocity_estimate: MSE of the auxiliary velocity estimate (yaw frame) against the truth.
+* avoidance: closing speed x squared hinge, ``max(c, 1) * relu(range - clearance)^2`` with
+  ``c = -(d clearance / dt)`` m/s: near obstacles it costs more the faster they approach.
+* collision: ``softplus(-sharpness * clearance)``: a smooth barrier, ~0 beyond a few cm.
+* acceleration, jerk: squared command norm, squared per-step change of the command.
+* altitude: squared excursion outside the altitude band (stay above the ground, below the sky).
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+import autograd_core as ag
+import autograd_core.nn.functional as F
+
+from planner_pkg.policy.config import LossConfig
+
+__all__ = ["moving_average", "velocity_loss", "velocity_estimate_loss", "avoidance_loss", "collision_loss",
+           "acceleration_loss", "jerk_loss", "altitude_loss", "total_loss", "LOSS_TERMS"]
+
+#: Names of the loss terms, as in LossConfig and the training CSV.
+LOSS_TERMS = ("velocity", "velocity_estimate", "avoidance", "collision", "acceleration", "jerk", "altitude")
+
+
+def moving_average(x, window: int):
+    """Trailing mean over ``window`` steps along axis 0 of ``x`` (T, ...) (fewer at the start)."""
+    t = x.shape[0]
+    window = max(1, min(int(window), t))
+    c = ag.cumsum(x, dim=0)
+    if window < t:
+        zeros = ag.zeros((window,) + tuple(x.shape[1:]), dtype=x.dtype)
+        c = c - ag.cat([zeros, c[: t - window]], dim=0)
+    counts = np.minimum(np.arange(1, t + 1), window).reshape((t,) + (1,) * (x.dim() - 1))
+    return c / ag.tensor(counts, dtype=x.dtype)
+
+
+def velocity_loss(velocity, target, window: int):
+    """velocity (T, B, 3) Tensor, target (T, B, 3) array or Tensor, m/s."""
+    return F.smooth_l1_loss(moving_average(velocity, window), ag.as_tensor(target))
+
+
+def velocity_estimate_loss(estimate, truth):
+    """estimate (T, B, 3) Tensor, truth (T, B, 3) array, m/s (yaw frame)."""
+    return F.mse_loss(estimate, ag.tensor(np.asarray(truth), dtype=estimate.dtype))
+
+
+def avoidance_loss(clearance, dt, range_m: float):
+    """clearance (T, B) Tensor, m; dt (T, B) array of step lengths, s."""
+    closing = (clearance[:-1] - clearance[1:]) / ag.tensor(np.asarray(dt)[1:])
+    weight = ag.clamp_min(closing, 1.0)
+    return (weight * F.relu(range_m - clearance[1:]) ** 2).mean()
+
+
+def collision_loss(clearance, sharpness: float):
+    """clearance (T, B) Tensor, m."""
+    return F.softplus(clearance * (-sharpness)).mean()
+
+
+def acceleration_loss(command):
+    """command (T, B, 3) Tensor, m/s^2."""
+    return (command * command).sum(dim=2).mean()
+
+
+def jerk_loss(command):
+    """command (T, B, 3) Tensor, m/s^2; per-step differences (not divided by dt)."""
+    diff = command[1:] - command[:-1]
+    return (diff * diff).sum(dim=2).mean()
+
+
+def altitude_loss(position, band):
+    """position (T, B, 3) Tensor, m; band (low, high) m."""
+    z = position[:, :, 2]
+    return (F.relu(band[0] - z) ** 2 + F.relu(z - band[1]) ** 2).mean()
+
+
+def total_loss(terms: Dict[str, object], cfg: LossConfig):
+    """Weighted sum of the ``terms`` (name -> scalar Tensor) with the weights in ``cfg``."""
+    total = None
+    for name in LOSS_TERMS:
+        weight = getattr(cfg, name)
+        if weight == 0 or name not in terms:
+            continue
+        term = terms[name] * weight
+        total = term if total is None else total + term
+    return total

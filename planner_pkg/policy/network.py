@@ -1,0 +1,78 @@
+"""The policy network: depth CNN + state embedding -> GRUCell -> acceleration and velocity estimate.
+
+As in "Back to Newton's Laws" (Zhang et al. 2024): conv 1->C1 (k2 s2), C1->C2 (k3), C2->C3 (k3),
+LeakyReLU(0.05) after each, flatten -> Linear(hidden); the state vector's Linear(hidden) embedding
+is added, LeakyReLU, GRUCell(hidden), LeakyReLU, Linear(hidden -> 6). The first three outputs are
+the commanded acceleration in the yaw frame, squashed per axis to ``m tanh(raw / m)`` so it stays
+inside the flight controller's limits; the last three are the auxiliary velocity estimate (yaw
+frame, m/s). With ``velocity_prior_gain_per_s`` > 0 the acceleration head is a correction to
+``gain * (target velocity - velocity)`` (a departure from the paper, see NetworkConfig). The GRU state is an explicit input and output, so the exported graph runs one step
+per call on board (``autograd_core.runtime``) with the caller holding the state.
+
+Inputs: image (B, 1, rows, cols) float32 (see ``observation.depth_observation``), state
+(B, STATE_DIM) float32, hidden (B, hidden) float32. Outputs: (B, 6) float32, (B, hidden).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import autograd_core as ag
+import autograd_core.nn as nn
+
+from planner_pkg.policy.config import NetworkConfig, ObservationConfig, STATE_DIM
+
+__all__ = ["PolicyNet", "conv_output_hw"]
+
+
+def conv_output_hw(image_hw):
+    """Spatial size after the three convolutions (k2 s2, k3, k3, no padding)."""
+    h, w = image_hw
+    h, w = (h - 2) // 2 + 1, (w - 2) // 2 + 1
+    h, w = h - 4, w - 4
+    if h < 1 or w < 1:
+        raise ValueError(f"a {image_hw[1]}x{image_hw[0]} image is too small for the policy CNN (needs >= 10x10)")
+    return h, w
+
+
+class PolicyNet(nn.Module):
+    """CNN + GRU policy (module docstring). ``forward(image, state, hidden) -> (out, hidden)``."""
+
+    def __init__(self, net: NetworkConfig = NetworkConfig(), obs: ObservationConfig = ObservationConfig()):
+        super().__init__()
+        c1, c2, c3 = net.channels
+        hidden = net.hidden
+        slope = net.leaky_slope
+        oh, ow = conv_output_hw(obs.image_hw)
+        self.stem = nn.Sequential(
+            nn.Conv2d(1, c1, 2, 2, bias=False), nn.LeakyReLU(slope),
+            nn.Conv2d(c1, c2, 3, bias=False), nn.LeakyReLU(slope),
+            nn.Conv2d(c2, c3, 3, bias=False), nn.LeakyReLU(slope),
+            nn.Flatten(),
+            nn.Linear(c3 * oh * ow, hidden, bias=False),
+        )
+        self.v_proj = nn.Linear(STATE_DIM, hidden)
+        self.gru = nn.GRUCell(hidden, hidden)
+        self.fc = nn.Linear(hidden, 6, bias=False)
+        self.act = nn.LeakyReLU(slope)
+        scale = np.array([[net.max_accel_xy_mps2, net.max_accel_xy_mps2, net.max_accel_z_mps2]], dtype=np.float32)
+        self.register_buffer("accel_scale", ag.tensor(scale))
+        self.register_buffer("accel_inv_scale", ag.tensor(1.0 / scale))
+        # small initial outputs: start close to hover, so early rollouts do not fly off at once
+        with ag.no_grad():
+            self.fc.weight.mul_(0.1)
+        self.hidden = hidden
+        self.velocity_gain = float(net.velocity_prior_gain_per_s)
+
+    def forward(self, image, state, hidden):
+        feat = self.act(self.stem(image) + self.v_proj(state))
+        hidden = self.gru(feat, hidden)
+        raw = self.fc(self.act(hidden))
+        head = raw[:, 0:3]
+        if self.velocity_gain:  # correction to a proportional velocity controller (NetworkConfig)
+            head = head + (state[:, 3:6] - state[:, 0:3]) * self.velocity_gain
+        accel = ag.tanh(head * self.accel_inv_scale) * self.accel_scale
+        return ag.cat([accel, raw[:, 3:6]], dim=1), hidden
+
+    def initial_hidden(self, batch: int):
+        """Zero GRU state (batch, hidden) float32."""
+        return ag.zeros(batch, self.hidden)

@@ -1,0 +1,97 @@
+"""Launch files: valid Python naming installed executables and existing parameter files; the
+bringup starts the same graph. Building the LaunchDescription needs ROS 2's launch_ros (skipped
+without it, e.g. with the PyPI wheels)."""
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from planner_pkg.nodes import bringup
+
+ROOT = Path(__file__).resolve().parents[2]
+LAUNCH = sorted((ROOT / "launch").glob("*.launch.py"))
+# Nodes whose issue has not landed yet: a launch file may name them only behind a find_spec guard.
+PENDING = {"fcu_bridge": "planner_pkg.nodes.fcu_bridge"}
+
+
+def _console_scripts():
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CONSOLE_SCRIPTS" for t in node.targets):
+            entries = ast.literal_eval(node.value)
+            return {e.split("=")[0].strip(): e.split("=")[1].strip() for e in entries}
+    raise AssertionError("setup.py has no CONSOLE_SCRIPTS list")
+
+
+def _node_calls(path: Path):
+    """(package, executable) of every Node(...) call with literal arguments."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node":
+            kw = {k.arg: k.value for k in node.keywords}
+            pkg, exe = kw.get("package"), kw.get("executable")
+            if isinstance(exe, ast.Constant):
+                out.append((pkg.value if isinstance(pkg, ast.Constant) else getattr(pkg, "id", None), exe.value))
+    return out
+
+
+def test_three_launch_files_exist():
+    assert {p.name for p in LAUNCH} == {"sim.launch.py", "gazebo.launch.py", "hardware.launch.py"}
+
+
+@pytest.mark.parametrize("path", LAUNCH, ids=lambda p: p.name)
+def test_launch_file_names_installed_executables_and_declares_arguments(path):
+    source = path.read_text()
+    compile(source, str(path), "exec")
+    scripts = _console_scripts()
+    ours = [exe for pkg, exe in _node_calls(path) if pkg in ("PACKAGE", "planner_pkg")]
+    assert ours, f"{path.name} starts none of our nodes"
+    for exe in ours:
+        if exe in PENDING and importlib.util.find_spec(PENDING[exe]) is None:
+            assert f'find_spec("{PENDING[exe]}")' in source, f"{path.name}: {exe} is not installed yet; guard it"
+            continue
+        assert exe in scripts, f"{path.name} names executable {exe!r} that setup.py does not install"
+        module = scripts[exe].split(":")[0]
+        assert importlib.util.find_spec(module) is not None, f"{exe} -> {module} does not exist"
+    declared = {ast.literal_eval(n.args[0]) for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "DeclareLaunchArgument"}
+    assert {"namespace", "params_file", "world", "use_sim_time"} <= declared
+    for name in ("sim", "gazebo", "hardware"):
+        if path.name.startswith(name):
+            assert f'"{name}.yaml"' in source and (ROOT / "config" / f"{name}.yaml").is_file()
+    for referenced in ("planner.rviz", "gz_bridge.yaml"):
+        if referenced in source:
+            assert (ROOT / "config" / referenced).is_file()
+
+
+@pytest.mark.parametrize("profile", sorted(bringup.PROFILES))
+def test_bringup_starts_the_launch_files_nodes(profile):
+    path = ROOT / "launch" / f"{profile}.launch.py"
+    launched = {exe for pkg, exe in _node_calls(path) if pkg in ("PACKAGE", "planner_pkg")}
+    assert {spec.executable for spec in bringup.PROFILES[profile]} == launched
+    scripts = _console_scripts()
+    for spec in bringup.PROFILES[profile]:
+        if spec.executable in scripts:
+            assert scripts[spec.executable] == f"{spec.module}:main"
+
+
+def test_gz_bridge_maps_our_topics():
+    import yaml
+
+    entries = yaml.safe_load((ROOT / "config" / "gz_bridge.yaml").read_text())
+    ros_topics = {e["ros_topic_name"]: e for e in entries}
+    assert {"/clock", "gz/odom", "depth/image", "gz/cmd_vel", "gz/enable"} <= set(ros_topics)
+    assert ros_topics["gz/cmd_vel"]["direction"] == "ROS_TO_GZ"
+    assert ros_topics["depth/image"]["ros_type_name"] == "sensor_msgs/msg/Image"
+
+
+@pytest.mark.parametrize("path", LAUNCH, ids=lambda p: p.name)
+def test_launch_description_builds_with_launch_ros(path):
+    pytest.importorskip("launch_ros", reason="ROS 2 launch tools are not installed (PyPI wheels)")
+    from launch import LaunchDescription
+
+    spec = importlib.util.spec_from_file_location(path.stem.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert isinstance(module.generate_launch_description(), LaunchDescription)

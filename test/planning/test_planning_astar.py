@@ -1,0 +1,105 @@
+"""A* guide-path search: known shortest paths, clean failures, snapping, budgets."""
+import math
+
+import numpy as np
+import pytest
+
+from planner_pkg.planning.astar import AStarConfig, AStarStatus, astar_search
+from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap
+
+# exact 0.1 m search on the map voxels, optimal heuristic weight, no extra clearance
+EXACT = AStarConfig(step_voxels=1, tie_breaker=1.0, clearance_voxels=0, max_time_s=5.0, margin_z_m=0.0)
+
+
+def grid(blocked_boxes=(), inflation_m=0.0):
+    """A 10 x 10 x 2 m map around (0, 0, 1) with the given world boxes ((lo), (hi)) occupied."""
+    m = OccupancyGridMap(GridMapConfig(size_m=(10.0, 10.0, 2.0), floor_m=0.0, ceiling_m=2.0,
+                                       inflation_m=inflation_m), center=(0.0, 0.0, 1.0))
+    for lo, hi in blocked_boxes:
+        a = m.local_index(np.array([lo]))[0]
+        b = m.local_index(np.array([hi]))[0]
+        m.occupied[a[0]:b[0] + 1, a[1]:b[1] + 1, a[2]:b[2] + 1] = True
+        m.log_odds[a[0]:b[0] + 1, a[1]:b[1] + 1, a[2]:b[2] + 1] = m.l_max
+        m._mark_dirty(a, b)
+    return m
+
+
+def length(path):
+    return float(np.linalg.norm(np.diff(path, axis=0), axis=1).sum())
+
+
+def test_straight_and_diagonal_paths_in_free_space_are_shortest():
+    m = grid()
+    start, goal = np.array([-2.05, 0.05, 1.05]), np.array([2.05, 0.05, 1.05])
+    r = astar_search(m, start, goal, EXACT)
+    assert r.success and r.status is AStarStatus.SUCCESS
+    np.testing.assert_allclose(r.path[0], start)
+    np.testing.assert_allclose(r.path[-1], goal)
+    assert length(r.path) == pytest.approx(4.1, abs=1e-9)
+    goal2 = np.array([1.05, 3.05, 1.05])  # 31 x 30 voxels: 30 diagonal + 1 straight steps
+    r2 = astar_search(m, start, goal2, EXACT)
+    assert length(r2.path) == pytest.approx(0.1 * (30 * math.sqrt(2) + 1), abs=1e-9)
+
+
+def test_path_around_a_wall_has_the_known_length_and_stays_free():
+    # a wall x in [0, 0.1], y in [-2, 2] (all heights): the shortest way passes its end
+    m = grid([((0.0, -2.0, 0.0), (0.09, 1.99, 1.99))])
+    start, goal = np.array([-1.05, 0.05, 1.05]), np.array([1.15, 0.05, 1.05])
+    r = astar_search(m, start, goal, EXACT)
+    assert r.success
+    assert not m.is_blocked(r.path).any()
+    # voxel (-11, 0) -> around the wall's end at (0, 20) -> (11, 0): two octile legs of
+    # (11, 20) voxels each = 11 diagonal + 9 straight steps (the search box is one layer thick)
+    assert length(r.path) == pytest.approx(0.1 * 2 * (11 * math.sqrt(2) + 9), abs=1e-9)
+    assert length(r.path) > np.linalg.norm(goal - start)
+
+
+def test_boxed_in_start_fails_cleanly_with_no_path():
+    # a closed shell around the start (walls 0.1 m thick), within the map's z range
+    shell = [((-1.0, -1.0, 0.0), (1.0, -0.91, 1.99)), ((-1.0, 0.91, 0.0), (1.0, 1.0, 1.99)),
+             ((-1.0, -1.0, 0.0), (-0.91, 1.0, 1.99)), ((0.91, -1.0, 0.0), (1.0, 1.0, 1.99))]
+    m = grid(shell)
+    r = astar_search(m, [0.05, 0.05, 1.05], [3.05, 0.05, 1.05], EXACT)
+    assert not r.success
+    assert r.status is AStarStatus.NO_PATH
+    assert "no path" in r.message and r.path.shape == (0, 3)
+    assert r.expansions > 0
+
+
+def test_budget_and_time_limits_end_the_search():
+    m = grid([((0.0, -4.0, 0.0), (0.09, 3.99, 1.99))])
+    r = astar_search(m, [-2.05, 0.05, 1.05], [2.05, 0.05, 1.05],
+                     AStarConfig(step_voxels=1, max_expansions=50, clearance_voxels=0))
+    assert r.status is AStarStatus.NODE_BUDGET and "budget" in r.message
+    r = astar_search(m, [-2.05, 0.05, 1.05], [2.05, 0.05, 1.05],
+                     AStarConfig(step_voxels=1, max_time_s=1e-9, clearance_voxels=0))
+    assert r.status in (AStarStatus.TIME_LIMIT, AStarStatus.NO_PATH, AStarStatus.SUCCESS)
+
+
+def test_blocked_start_is_snapped_and_outside_points_fail():
+    m = grid([((-0.2, -0.2, 0.0), (0.19, 0.19, 1.99))])
+    r = astar_search(m, [0.05, 0.05, 1.05], [2.05, 0.05, 1.05], AStarConfig(snap_m=0.5))
+    assert r.success
+    np.testing.assert_allclose(r.path[0], [0.05, 0.05, 1.05])  # starts where asked
+    assert not m.is_blocked(r.path[1:]).any()  # then leaves the obstacle
+    r = astar_search(m, [0.05, 0.05, 1.05], [2.05, 0.05, 1.05], AStarConfig(snap_m=0.1))
+    assert r.status is AStarStatus.START_BLOCKED and "inside" in r.message
+    r = astar_search(m, [2.05, 0.05, 1.05], [0.05, 0.05, 1.05], AStarConfig(snap_m=0.0))
+    assert r.status is AStarStatus.GOAL_BLOCKED
+    r = astar_search(m, [2.05, 0.05, 1.05], [50.0, 0.0, 1.0])
+    assert r.status is AStarStatus.OUTSIDE_MAP and "outside" in r.message
+    r = astar_search(m, [np.nan, 0.0, 1.0], [1.0, 0.0, 1.0])
+    assert r.status is AStarStatus.OUTSIDE_MAP
+
+
+def test_default_coarse_search_finds_a_free_path_with_clearance():
+    m = grid([((0.0, -2.0, 0.0), (0.09, 1.99, 1.99))], inflation_m=0.2)
+    r = astar_search(m, [-1.05, 0.05, 1.05], [1.15, 0.05, 1.05])
+    assert r.success and not m.is_blocked(r.path).any()
+
+
+@pytest.mark.parametrize("kwargs", [dict(max_expansions=0), dict(max_time_s=0.0), dict(tie_breaker=0.5),
+                                    dict(step_voxels=0), dict(margin_m=-1.0), dict(clearance_voxels=-1)])
+def test_bad_config(kwargs):
+    with pytest.raises(ValueError, match=list(kwargs)[0]):
+        AStarConfig(**kwargs)

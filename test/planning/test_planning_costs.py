@@ -1,0 +1,116 @@
+"""EGO cost terms: gradcheck of every fused Function and the total, finite differences, branches."""
+import numpy as np
+import pytest
+from scipy.optimize import check_grad
+
+import autograd_core as ac
+from autograd_core.autograd import gradcheck
+from planner_pkg.planning.costs import (CollisionCost, CostProblem, CostWeights, FeasibilityCost, FitnessCost,
+                                        SmoothnessCost, TotalCost, collision_kernel, feasibility_kernel,
+                                        fitness_kernel, smoothness_kernel, total_kernel, value_and_grad)
+
+N = 14
+
+
+def make(seed=0, with_reference=True):
+    rng = np.random.default_rng(seed)
+    q = np.cumsum(rng.normal(0.0, 0.2, (N, 3)) + [0.5, 0.0, 0.0], axis=0)  # ~2.5 m/s at dt 0.2: infeasible
+    idx = np.array([3, 4, 5, 6, 7, 8, 9, 9])
+    v = rng.normal(size=(idx.shape[0], 3))
+    v /= np.linalg.norm(v, axis=1)[:, None]
+    # clearances d = (Q - p) . v chosen in every branch: > s_f, in (0, s_f), < 0 (deep)
+    d = np.array([0.8, 0.3, 0.1, -0.2, -0.7, 0.45, -1.2, 0.05])
+    p = q[idx] - d[:, None] * v
+    ref = (q[:-2] + 4 * q[1:-1] + q[2:]) / 6 + rng.normal(0.0, 0.1, (N - 2, 3))
+    tan = rng.normal(size=(N - 2, 3))
+    tan /= np.linalg.norm(tan, axis=1)[:, None]
+    problem = CostProblem(N, 0.2, 2.0, 3.0, CostWeights(), idx, p, v,
+                          ref_points=ref if with_reference else None, ref_tangents=tan if with_reference else None)
+    return q, problem
+
+
+def leaf(q):
+    t = ac.from_numpy(q.copy())
+    t.requires_grad_(True)
+    return t
+
+
+@pytest.mark.parametrize("fn", [SmoothnessCost, CollisionCost, FeasibilityCost, FitnessCost, TotalCost])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gradcheck_every_term_and_the_total(fn, seed):
+    q, problem = make(seed)
+    assert gradcheck(lambda x: fn.apply(x, problem), (leaf(q),))
+
+
+@pytest.mark.parametrize("kernel", [smoothness_kernel, collision_kernel, feasibility_kernel, fitness_kernel,
+                                    total_kernel])
+def test_kernels_against_scipy_finite_differences(kernel):
+    q, problem = make(2)
+
+    def f(x):
+        return kernel(x.reshape(N, 3), problem)[0]
+
+    def g(x):
+        return kernel(x.reshape(N, 3), problem)[1].ravel()
+
+    err = check_grad(f, g, q.ravel(), epsilon=1e-7)
+    scale = max(1.0, float(np.linalg.norm(g(q.ravel()))))
+    assert err / scale < 1e-5
+
+
+def test_total_is_the_weighted_sum_and_value_and_grad_agrees():
+    q, problem = make(3)
+    w = problem.weights
+    parts = [smoothness_kernel, collision_kernel, feasibility_kernel, fitness_kernel]
+    weights = [w.smoothness, w.collision, w.feasibility, w.fitness]
+    f = sum(wi * k(q, problem)[0] for wi, k in zip(weights, parts))
+    g = sum(wi * k(q, problem)[1] for wi, k in zip(weights, parts))
+    ft, gt = total_kernel(q, problem)
+    assert ft == pytest.approx(f)
+    np.testing.assert_allclose(gt, g, atol=1e-12)
+    fa, ga = value_and_grad(q, problem)
+    assert fa == pytest.approx(ft)
+    np.testing.assert_allclose(ga, gt, atol=1e-12)
+
+
+def test_collision_penalty_branches_match_ego():
+    sf = 0.5
+    q = np.zeros((N, 3))
+    c = np.array([-0.2, 0.0, 0.2, 0.5, 0.9])  # c = s_f - d
+    idx = np.full(c.shape[0], 5)
+    v = np.tile([1.0, 0.0, 0.0], (c.shape[0], 1))
+    p = -(sf - c)[:, None] * v  # so that d = (0 - p) . v = s_f - c
+    problem = CostProblem(N, 0.2, 2.0, 3.0, CostWeights(clearance_m=sf), idx, p, v)
+    expected = sum(0.0 if ci <= 0 else ci**3 if ci <= sf else 3 * sf * ci**2 - 3 * sf**2 * ci + sf**3 for ci in c)
+    assert collision_kernel(q, problem)[0] == pytest.approx(expected)
+
+
+def test_no_pairs_and_feasible_curves_cost_nothing_in_those_terms():
+    q = np.stack([np.arange(N) * 0.2, np.zeros(N), np.ones(N)], axis=1)  # 1 m/s, straight
+    problem = CostProblem(N, 0.2, 2.0, 3.0)
+    assert collision_kernel(q, problem)[0] == 0.0
+    assert feasibility_kernel(q, problem)[0] == 0.0
+    assert smoothness_kernel(q, problem)[0] == pytest.approx(0.0, abs=1e-20)
+    assert fitness_kernel(q, problem)[0] == 0.0
+
+
+def test_backward_scales_with_the_incoming_gradient():
+    q, problem = make(4)
+    t = leaf(q)
+    (TotalCost.apply(t, problem) * 3.0).backward()
+    np.testing.assert_allclose(t.grad.numpy(), 3.0 * total_kernel(q, problem)[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs", [dict(smoothness=-1.0), dict(collision=float("nan")), dict(clearance_m=0.0),
+                                    dict(fitness_across2=-1.0)])
+def test_bad_weights_are_rejected(kwargs):
+    with pytest.raises(ValueError, match=list(kwargs)[0]):
+        CostWeights(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(n=3), dict(dt=0.0), dict(max_vel=-2.0), dict(max_acc=0.0)])
+def test_bad_problems_are_rejected(kwargs):
+    args = dict(n=N, dt=0.2, max_vel=2.0, max_acc=3.0)
+    args.update(kwargs)
+    with pytest.raises(ValueError):
+        CostProblem(**args)

@@ -1,0 +1,185 @@
+"""EgoPlanner: closed-loop flights in small worlds, the FSM, goals, and bad input."""
+import logging
+import math
+
+import numpy as np
+import pytest
+
+from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
+from planner_pkg.planning.grid_map import GridMapConfig
+from planner_pkg.planning.replan_fsm import FsmState
+from planner_pkg.planning.rebound import OptimizerConfig
+from planner_pkg.sim import RunnerConfig, run_episode
+from planner_pkg.types import SensorFrame, VehicleState
+from planner_pkg.world import Box, Cylinder, World
+
+SMALL_MAP = GridMapConfig(size_m=(16.0, 16.0, 4.0))
+
+
+def small_world(extra=()):
+    trees = [Cylinder((4.0, 0.1), 0.4, 4.0), Cylinder((7.5, -0.9), 0.35, 4.0), Cylinder((7.0, 1.4), 0.3, 4.0)]
+    return World([-2.0, -6.0, 0.0], [14.0, 6.0, 5.0], trees + list(extra))
+
+
+def fly(world, start, goal, timeout_s=14.0, **config):
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, **config))
+    result = run_episode(world, planner, start, goal, RunnerConfig(timeout_s=timeout_s, seed=1))
+    return planner, result
+
+
+def test_flies_through_a_small_forest_without_contact():
+    planner, result = fly(small_world(), (0.0, 0.0, 1.0), (11.0, 0.0, 1.0))
+    s = result.summary
+    assert s.reached and not s.collided, (s.reason, s.message, planner.events)
+    assert s.min_clearance_m > 0.05
+    assert s.mean_speed_mps > 1.0
+    assert planner.stats.replan_ms and all(planner.stats.replan_ok[-3:])
+    states = {h.target for h in planner.fsm.history}
+    assert {FsmState.WAIT_TARGET, FsmState.GEN_NEW_TRAJ, FsmState.EXEC_TRAJ} <= states
+
+
+def test_start_inside_an_inflated_obstacle_plans_a_way_out():
+    # the trunk surface is 0.22 m from the start: inside its 0.2 m inflation plus a voxel, but the
+    # 0.19 m vehicle is not touching it. The map knows the trunk before the first plan.
+    start, goal = np.array([0.0, 0.0, 1.0]), np.array([8.0, 2.0, 1.0])
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP))
+    planner.reset(start, goal)
+    for k in range(3):
+        planner.observe(frame_with(cylinder_points(0.62, 0.0, 0.4), t=0.03 * k))
+    assert planner.map.is_blocked(start[None])[0]
+    traj = planner.update(VehicleState.at_rest(start, t=0.1), None)
+    assert any("inside an inflated obstacle" in e for e in planner.events), planner.events
+    if traj is not None and traj.__class__.__name__ == "Setpoint":
+        # the way out is off to the side: it first turns the camera there, on the spot
+        assert planner.fsm.history[-1].reason.startswith("turning")
+        np.testing.assert_allclose(traj.position, start)
+        traj = planner.update(VehicleState.at_rest(start, yaw=traj.yaw, t=0.2), None)
+    assert traj is not None and hasattr(traj, "sample"), planner.events
+    ts = np.linspace(0.1, traj.t_end, 200)
+    path = np.array([traj.sample(t).position for t in ts])
+    blocked = planner.map.is_blocked(path)
+    first_free = int(np.argmin(blocked))
+    assert not blocked[first_free:].any()  # leaves the inflated region and stays out
+    # and in closed loop, with a goal on the far side of the start (the first plan, made before
+    # the trunk is mapped, must not swing into it)
+    world = World([-10.0, -6.0, 0.0], [3.0, 6.0, 5.0], [Cylinder((0.62, 0.0), 0.4, 4.0)])
+    planner, result = fly(world, start, (-7.0, 2.0, 1.0))
+    assert result.summary.reached and not result.summary.collided, (result.summary.message, planner.events)
+
+
+def test_unreachable_goal_ends_in_reported_failures_not_a_crash_or_a_hang():
+    # the goal sits in a closed room (walls taller than the planning band); unknown space counts
+    # as free, so the planner looks for a way in until it gives up or the episode times out
+    room = [Box((9.0, 0.0, 2.0), (0.2, 4.2, 4.0)), Box((13.0, 0.0, 2.0), (0.2, 4.2, 4.0)),
+            Box((11.0, 2.0, 2.0), (4.2, 0.2, 4.0)), Box((11.0, -2.0, 2.0), (4.2, 0.2, 4.0))]
+    world = World([-2.0, -6.0, 0.0], [15.0, 6.0, 5.0], room)
+    planner, result = fly(world, (0.0, 0.0, 1.0), (11.0, 0.0, 1.0), timeout_s=12.0, max_consecutive_failures=8)
+    s = result.summary
+    assert not s.reached and not s.collided, (s.reason, s.message)
+    assert s.reason == "timeout"
+    assert not all(planner.stats.replan_ok)
+    failures = [h.reason for h in planner.fsm.history if "failed" in h.reason or "giving the goal up" in h.reason]
+    assert failures and all(len(r) > 20 for r in failures)  # each says why
+    # every tick stayed bounded (the optimiser, A* and retry budgets)
+    assert max(planner.stats.replan_ms) < 250.0
+
+
+def frame_with(points, t=0.0, eye=(0.0, 0.0, 1.0)):
+    return SensorFrame(t=t, depth=None, points=points, camera_position=eye, camera_orientation=(0, 0, 0, 1))
+
+
+def cylinder_points(cx, cy, r, eye=(0.0, 0.0, 1.0)):
+    th = np.linspace(0.0, 2 * np.pi, 120, endpoint=False)
+    z = np.arange(0.2, 2.8, 0.05)
+    T, Z = np.meshgrid(th, z)
+    n = np.stack([np.cos(T).ravel(), np.sin(T).ravel()], axis=1)
+    pts = np.column_stack([np.array([cx, cy]) + r * n, Z.ravel()])
+    visible = ((np.array(eye[:2]) - pts[:, :2]) * n).sum(axis=1) > 0
+    return pts[visible]
+
+
+def test_goal_inside_an_obstacle_is_moved_or_refused():
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, goal_search_radius_m=1.0))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([5.0, 0.0, 1.0]))
+    for k in range(3):
+        planner.observe(frame_with(cylinder_points(5.0, 0.0, 0.25), t=0.03 * k))
+    planner.update(VehicleState.at_rest((0.0, 0.0, 1.0), t=0.1), None)
+    assert any("moved to the nearest free point" in e for e in planner.events), planner.events
+    assert not planner.map.is_blocked(planner.goal[None])[0]
+    # a goal deep inside a large obstacle (no free point within the search radius) is refused
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, goal_search_radius_m=0.3))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([5.0, 0.0, 1.0]))
+    wall = np.array([[4.55, y, z] for y in np.arange(-2.0, 2.0, 0.05) for z in np.arange(0.2, 2.8, 0.05)])
+    solid = np.vstack([wall + [dx, 0.0, 0.0] for dx in np.arange(0.0, 1.0, 0.1)])  # a 1 m thick block
+    for k in range(3):
+        planner.observe(frame_with(solid, t=0.03 * k))
+    out = planner.update(VehicleState.at_rest((0.0, 0.0, 1.0), t=0.1), None)
+    assert planner.fsm.state is FsmState.WAIT_TARGET
+    assert any("refusing" in e for e in planner.events), planner.events
+    assert out is not None and out.has_position  # holds where it is
+
+
+def test_goal_above_the_ceiling_is_moved_into_the_band(caplog):
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP))
+    with caplog.at_level(logging.INFO):
+        planner.reset(np.array([0.0, 0.0, 1.0]), np.array([5.0, 0.0, 9.0]))
+    assert planner.goal[2] <= SMALL_MAP.ceiling_m
+    assert any("outside the planning band" in e for e in planner.events)
+    assert any("WAIT_TARGET -> GEN_NEW_TRAJ" in r.getMessage() for r in caplog.records)  # logged transitions
+
+
+def test_empty_and_nan_frames_and_bad_states_do_not_crash():
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP))
+    with pytest.raises(RuntimeError, match="reset"):
+        planner.update(VehicleState.at_rest((0.0, 0.0, 1.0)), None)
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([6.0, 0.0, 1.0]))
+    planner.observe(frame_with(np.zeros((0, 3))))
+    planner.observe(frame_with(np.full((50, 3), np.nan)))
+    planner.observe(frame_with(np.full((50, 3), np.nan), eye=(np.nan, 0.0, 1.0)))  # bad pose: skipped
+    assert planner.stats.bad_frames == 1 and any("skipped" in e for e in planner.events)
+    out = planner.update(VehicleState.at_rest((0.0, 0.0, 1.0), t=0.1), frame_with(np.full((5, 3), np.nan)))
+    assert out is not None and hasattr(out, "sample")  # planned in the (empty) map
+    bad = VehicleState(0.2, [np.nan, 0.0, 1.0], np.zeros(3), [0, 0, 0, 1], np.zeros(3))
+    with pytest.raises(ValueError, match="finite"):
+        planner.update(bad, None)
+    with pytest.raises(ValueError, match="finite"):
+        planner.reset(np.array([np.nan, 0.0, 1.0]), np.array([1.0, 0.0, 1.0]))
+
+
+@pytest.mark.parametrize("kwargs, key", [
+    (dict(max_vel_mps=0.0), "max_vel_mps"),
+    (dict(max_vel_mps=-2.0), "max_vel_mps"),
+    (dict(max_acc_mps2=0.0), "max_acc_mps2"),
+    (dict(planning_horizon_m=-1.0), "planning_horizon_m"),
+    (dict(rate_hz=0.0), "rate_hz"),
+    (dict(emergency_decel_mps2=-1.0), "emergency_decel_mps2"),
+    (dict(max_consecutive_failures=0), "max_consecutive_failures"),
+    (dict(retry_offset_m=(2.0, 1.0)), "retry_offset_m"),
+    (dict(max_vel_mps=math.inf), "max_vel_mps"),
+])
+def test_bad_config_names_the_key(kwargs, key):
+    with pytest.raises(ValueError, match=key):
+        EgoConfig(**kwargs)
+
+
+def test_config_from_dict():
+    cfg = EgoConfig.from_dict({"max_vel_mps": 3.0, "map": {"resolution_m": 0.2}, "optimizer": {"max_rebounds": 5}})
+    assert cfg.max_vel_mps == 3.0 and cfg.map.resolution_m == 0.2 and cfg.optimizer.max_rebounds == 5
+    with pytest.raises(ValueError, match="max_vel"):
+        EgoConfig.from_dict({"max_vel": 3.0})
+    with pytest.raises(ValueError, match="max_rebound"):
+        EgoConfig.from_dict({"optimizer": {"max_rebound": 5}})
+    with pytest.raises(ValueError, match="max_acc_mps2"):
+        EgoConfig.from_dict({"optimizer": {"max_acc_mps2": -1.0}})
+    # the planner's limits override the optimiser's
+    planner = EgoPlanner(EgoConfig(max_vel_mps=3.0, optimizer=OptimizerConfig(max_vel_mps=1.0)))
+    assert planner._optimizer_config.max_vel_mps == 3.0
+
+
+def test_the_planner_factory_builds_it():
+    from planner_pkg.sim.planner_factory import PlannerOptions, make_planner
+
+    planner = make_planner("ego", PlannerOptions(max_vel_mps=3.0, seed=2))
+    assert isinstance(planner, EgoPlanner) and planner.name == "ego"
+    assert planner.config.max_vel_mps == 3.0 and planner.config.seed == 2 and planner.rate_hz > 0
+    assert make_planner("ego").config.max_vel_mps == EgoConfig().max_vel_mps

@@ -1,0 +1,169 @@
+"""Occupancy grid map: marking and clearing from synthetic clouds and depth images, inflation,
+the moving window, unknown-space policy, bad input."""
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap, UnknownPolicy
+from planner_pkg.types import CameraIntrinsics
+
+ORIGIN = np.array([0.0, 0.0, 1.0])
+
+
+def wall(x, y=(-1.0, 1.0), z=(0.6, 1.4), step=0.04):
+    """Points (N, 3) on the plane x = const."""
+    ys, zs = np.meshgrid(np.arange(y[0], y[1], step), np.arange(z[0], z[1], step))
+    return np.stack([np.full(ys.size, x), ys.ravel(), zs.ravel()], axis=1)
+
+
+def new_map(**kw):
+    cfg = dict(size_m=(12.0, 12.0, 4.0), floor_m=0.0, ceiling_m=3.0, inflation_m=0.2)
+    cfg.update(kw)
+    return OccupancyGridMap(GridMapConfig(**cfg), center=ORIGIN)
+
+
+def test_hits_mark_after_three_frames_and_misses_clear_the_ray():
+    m = new_map()
+    cloud = wall(3.05)
+    target = np.array([[3.05, 0.02, 1.02]])
+    m.insert_point_cloud(ORIGIN, cloud)
+    assert m.probability(target)[0] == pytest.approx(0.65, abs=1e-4)  # one hit from the 0.5 prior
+    assert not m.is_occupied(target)[0]
+    m.insert_point_cloud(ORIGIN, cloud)
+    m.insert_point_cloud(ORIGIN, cloud)
+    assert m.is_occupied(target)[0]  # logit: 3 x 0.619 = 1.857 >= logit(0.8) = 1.386
+    assert m.probability(target)[0] <= 0.90 + 1e-6  # clamped
+    # space between the sensor and the wall: observed free; behind the wall: unknown
+    between = np.array([[x, 0.02, 1.02] for x in (0.55, 1.05, 2.05, 2.75)])
+    assert m.is_known(between).all() and (m.probability(between) < 0.5).all()
+    assert not m.is_occupied(between).any()
+    behind = np.array([[4.0, 0.02, 1.02]])
+    assert not m.is_known(behind)[0] and np.isnan(m.probability(behind)[0])
+
+
+def test_a_moved_obstacle_is_cleared_by_rays_through_it():
+    m = new_map()
+    for _ in range(5):
+        m.insert_point_cloud(ORIGIN, wall(3.05))
+    old = np.array([[3.05, 0.02, 1.02]])
+    assert m.is_occupied(old)[0] and m.is_blocked(old)[0]
+    for _ in range(3):  # the wall is now 2 m farther: its rays pass through the old wall
+        m.insert_point_cloud(ORIGIN, wall(5.05))
+    assert not m.is_occupied(old)[0]
+    assert not m.is_blocked(old)[0]  # the inflation follows
+    assert m.is_occupied(np.array([[5.05, 0.02, 1.02]]))[0]
+
+
+def test_inflation_is_a_cube_of_the_configured_radius():
+    m = new_map(inflation_m=0.2)  # 2 voxels
+    pt = np.array([[3.05, 0.05, 1.05]])
+    for _ in range(3):
+        m.insert_point_cloud(ORIGIN, pt)
+    assert m.is_occupied(pt)[0]
+    offsets = np.array([[dx, dy, dz] for dx in range(-3, 4) for dy in range(-3, 4) for dz in range(-3, 4)]) * 0.1
+    blocked = m.is_blocked(pt + offsets)
+    inside = (np.abs(offsets) <= 0.2 + 1e-9).all(axis=1)
+    np.testing.assert_array_equal(blocked, inside)
+
+
+def test_depth_image_marks_the_surface_and_no_return_pixels_clear():
+    intr = CameraIntrinsics.from_fov(32, 24, math.radians(90.0), 0.2, 10.0)
+    # optical frame (z forward, x right, y down) -> world: looking along +x from ORIGIN
+    r = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    quat = Rotation.from_matrix(r).as_quat()
+    depth = np.full((24, 32), 4.05, dtype=np.float32)
+    depth[:, :8] = np.inf  # no return on the left quarter (world +y side)
+    depth[0, 0] = np.nan
+    m = new_map(clear_ray_stride=1)
+    for _ in range(3):
+        m.insert_depth(depth, intr, ORIGIN, quat)
+    centre_hit = ORIGIN + r @ intr.deproject(depth)[12, 16]
+    assert m.is_occupied(centre_hit[None])[0]
+    occupied_x = m.index_to_position(np.argwhere(m.occupied))[:, 0]
+    assert occupied_x.size > 100 and np.allclose(occupied_x, 4.05, atol=0.051)
+    # along a no-return pixel's ray: observed free, where a cloud could say nothing
+    ray = r @ intr.rays()[12, 2]
+    far = ORIGIN + 5.0 * ray / np.linalg.norm(ray)
+    assert m.is_known(far[None])[0] and not m.is_occupied(far[None])[0]
+
+
+def test_empty_and_nan_clouds_are_no_ops_and_bad_origins_raise():
+    m = new_map()
+    before = m.log_odds.copy()
+    assert m.insert_point_cloud(ORIGIN, np.zeros((0, 3))) == 0
+    assert m.insert_point_cloud(ORIGIN, None) == 0
+    assert m.insert_point_cloud(ORIGIN, np.full((10, 3), np.nan)) == 0
+    assert m.insert_point_cloud(ORIGIN, ORIGIN[None] + 1e-4) == 0  # shorter than min_ray_m
+    np.testing.assert_array_equal(m.log_odds, before)
+    mixed = np.vstack([wall(3.05)[:5], np.full((3, 3), np.nan), [[np.inf, 0, 1]]])
+    assert m.insert_point_cloud(ORIGIN, mixed) == 5
+    with pytest.raises(ValueError, match="origin"):
+        m.insert_point_cloud([np.nan, 0, 1], wall(3.05))
+
+
+def test_window_follows_the_vehicle_and_keeps_what_it_saw():
+    m = new_map(recentre_distance_m=1.0)
+    target = np.array([[3.05, 0.02, 1.02]])
+    for _ in range(3):
+        m.insert_point_cloud(ORIGIN, wall(3.05))
+    assert m.is_blocked(target)[0]
+    assert not m.follow(ORIGIN + [0.5, 0.0, 0.0])  # within the recentre distance
+    assert m.follow(ORIGIN + [3.0, 1.0, 0.0])
+    np.testing.assert_allclose(m.center, ORIGIN + [3.0, 1.0, 0.0], atol=0.1)
+    assert m.is_occupied(target)[0] and m.is_blocked(target)[0]
+    # far enough to drop it: the wall left the window and the new space is unknown
+    m.follow(ORIGIN + [20.0, 0.0, 0.0])
+    assert not m.is_occupied(target)[0] and not m.is_known(target)[0]
+
+
+def test_unknown_policy_and_virtual_floor_and_ceiling():
+    free_map = new_map(floor_m=0.5, ceiling_m=2.5)
+    unseen = np.array([[-3.0, 2.0, 1.0]])
+    assert not free_map.is_blocked(unseen)[0]
+    assert free_map.is_blocked(np.array([[0.0, 0.0, 0.3], [0.0, 0.0, 2.7]])).all()
+    assert free_map.is_blocked(np.array([[100.0, 0.0, 1.0]])).tolist() == [False]  # outside: unknown = free
+    cautious = new_map(unknown=UnknownPolicy.OCCUPIED)
+    assert cautious.is_blocked(unseen)[0]
+    assert cautious.is_blocked(np.array([[100.0, 0.0, 1.0]]))[0]
+    for _ in range(3):
+        cautious.insert_point_cloud(ORIGIN, wall(3.05))
+    seen_free = np.array([[1.5, 0.02, 1.02]])
+    assert not cautious.is_blocked(seen_free)[0]
+    assert GridMapConfig(unknown="occupied").unknown is UnknownPolicy.OCCUPIED
+
+
+def test_nearest_free_point():
+    m = new_map()
+    for _ in range(3):
+        m.insert_point_cloud(ORIGIN, wall(3.05))
+    inside = np.array([3.05, 0.02, 1.02])
+    free = m.nearest_free(inside, 1.0)
+    assert free is not None and not m.is_blocked(free[None])[0]
+    assert np.linalg.norm(free - inside) <= 0.5
+    assert m.nearest_free(inside, 0.05) is None
+    np.testing.assert_array_equal(m.nearest_free(ORIGIN, 1.0), ORIGIN)
+
+
+@pytest.mark.parametrize("kwargs, key", [
+    (dict(resolution_m=0.0), "resolution_m"),
+    (dict(resolution_m=-0.1), "resolution_m"),
+    (dict(prob_hit=0.4), "prob_miss < 0.5 < prob_hit"),
+    (dict(prob_occupied=0.95), "prob_occupied"),
+    (dict(max_ray_m=0.05), "min_ray_m"),
+    (dict(inflation_m=-0.1), "inflation_m"),
+    (dict(size_m=(0.2, 10.0, 4.0)), "size_m"),
+    (dict(floor_m=3.0, ceiling_m=1.0), "floor_m"),
+    (dict(unknown="maybe"), "unknown"),
+    (dict(clear_ray_stride=0), "clear_ray_stride"),
+])
+def test_bad_config_names_the_key(kwargs, key):
+    with pytest.raises(ValueError, match=key):
+        GridMapConfig(**kwargs)
+
+
+def test_from_dict_rejects_unknown_keys():
+    with pytest.raises(ValueError, match="resolution"):
+        GridMapConfig.from_dict({"resolution": 0.1})
+    assert GridMapConfig.from_dict({"resolution_m": 0.2}).resolution_m == 0.2

@@ -1,0 +1,107 @@
+"""The rebound optimiser: a straight line through a cylinder is pushed out to the clearance s_f;
+refine keeps the start state while meeting the limits; every exit is a result, not an exception."""
+import numpy as np
+import pytest
+
+from planner_pkg.planning.bspline import UniformBSpline, fit_cubic
+from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap
+from planner_pkg.planning.rebound import OptimizerConfig, OptimStatus, ReboundOptimizer
+
+RADIUS = 0.5
+CENTRE = np.array([0.0, 0.0])
+
+
+def cylinder_map(viewpoints=((-4.0, 0.3), (0.0, -4.0), (0.0, 4.0), (4.0, 0.0))):
+    """Map of a vertical cylinder (r 0.5 m at the origin) seen from a few viewpoints: each view
+    contributes the points of the half of the surface facing it, as a depth camera would."""
+    m = OccupancyGridMap(GridMapConfig(size_m=(14.0, 14.0, 3.0), inflation_m=0.2, floor_m=0.3, ceiling_m=2.5),
+                         center=(0.0, 0.0, 1.0))
+    th = np.linspace(0.0, 2 * np.pi, 180, endpoint=False)
+    z = np.arange(0.1, 2.5, 0.05)
+    T, Z = np.meshgrid(th, z)
+    normal = np.stack([np.cos(T).ravel(), np.sin(T).ravel()], axis=1)
+    surface = np.column_stack([CENTRE + RADIUS * normal, Z.ravel()])
+    for vx, vy in viewpoints:
+        eye = np.array([vx, vy, 1.0])
+        visible = ((eye[:2] - surface[:, :2]) * normal).sum(axis=1) > 0
+        for _ in range(3):
+            m.insert_point_cloud(eye, surface[visible])
+    return m
+
+
+def straight_line(y=0.05, speed=1.0, dt=0.24, x0=-3.0, x1=3.0):
+    k = int(round((x1 - x0) / (speed * dt))) + 1
+    xs = np.linspace(x0, x1, k)
+    pts = np.stack([xs, np.full(k, y), np.ones(k)], axis=1)
+    v = [(x1 - x0) / ((k - 1) * dt), 0.0, 0.0]
+    return fit_cubic(pts, dt, v, v, np.zeros(3), np.zeros(3))
+
+
+def clearance_to_cylinder(spline, n=600):
+    p = spline.evaluate(np.linspace(0.0, spline.duration, n))
+    return float((np.hypot(p[:, 0] - CENTRE[0], p[:, 1] - CENTRE[1]) - RADIUS).min())
+
+
+@pytest.mark.parametrize("y", [0.05, -0.2, 0.0])
+def test_straight_line_through_a_cylinder_is_pushed_out_to_the_clearance(y):
+    m = cylinder_map()
+    line = straight_line(y=y)
+    assert clearance_to_cylinder(line) < 0  # it goes through the trunk
+    cfg = OptimizerConfig(max_vel_mps=2.0, check_fraction=1.0, max_time_s=1.0)
+    result = ReboundOptimizer(m, cfg).optimize(line)
+    assert result.success, result.message
+    assert result.pairs > 0 and result.astar_calls >= 1
+    s_f = cfg.weights.clearance_m
+    assert clearance_to_cylinder(result.spline) >= s_f
+    # the fixed ends did not move
+    np.testing.assert_allclose(result.spline.control_points[:3], line.control_points[:3])
+    np.testing.assert_allclose(result.spline.control_points[-3:], line.control_points[-3:])
+
+
+def test_a_collision_free_line_stays_where_it_is():
+    m = cylinder_map()
+    line = straight_line(y=2.5)
+    result = ReboundOptimizer(m, OptimizerConfig(check_fraction=1.0)).optimize(line)
+    assert result.success and result.pairs == 0 and result.astar_calls == 0
+    np.testing.assert_allclose(result.spline.control_points, line.control_points, atol=1e-3)
+
+
+def test_refine_meets_the_limits_and_keeps_the_start_state():
+    m = cylinder_map()
+    # 3.5 m/s in the middle against a 2 m/s limit, entered and left at 1.5 m/s
+    k = 16
+    pts = np.stack([np.linspace(-3.0, 3.0, k), np.full(k, 2.5), np.ones(k)], axis=1)
+    v = np.array([1.5, 0.0, 0.0])
+    fast = fit_cubic(pts, 6.0 / (3.5 * (k - 1)), v, v, np.zeros(3), np.zeros(3))
+    opt = ReboundOptimizer(m, OptimizerConfig(max_vel_mps=2.0, max_acc_mps2=3.0))
+    assert fast.feasibility_ratio(2.0, 3.0) > 1.5
+    result = opt.refine(fast)
+    assert result.success, result.message
+    refined = result.spline
+    assert refined.feasibility_ratio(2.0, 3.0) < 1.1
+    assert result.time_ratio > 1.0
+    for a, b in zip(fast.evaluate_derivatives(0.0, 2), refined.evaluate_derivatives(0.0, 2)):
+        np.testing.assert_allclose(a, b, atol=1e-9)  # continuity with the vehicle's reference
+    np.testing.assert_allclose(refined.evaluate(refined.duration), fast.evaluate(fast.duration), atol=1e-9)
+    # a feasible curve is returned as is
+    assert opt.refine(refined).spline is refined or refined.feasibility_ratio(2.0, 3.0) > 1.05
+
+
+def test_too_short_and_boxed_in_give_results_not_exceptions():
+    m = cylinder_map()
+    short = UniformBSpline(np.zeros((5, 3)) + [5.0, 5.0, 1.0], 0.2)
+    r = ReboundOptimizer(m).optimize(short)
+    assert r.status is OptimStatus.TOO_SHORT and "fixed" in r.message
+    # the end of the line is deep inside the trunk: whatever happens is reported, bounded
+    into = straight_line(x0=-3.0, x1=0.0)
+    r = ReboundOptimizer(m, OptimizerConfig(check_fraction=1.0, max_rebounds=2, max_weight_doublings=1)).optimize(into)
+    assert r.status in (OptimStatus.SUCCESS, OptimStatus.COLLISION, OptimStatus.TIME_LIMIT)
+    assert r.rebounds <= 2 and r.doublings <= 1
+
+
+@pytest.mark.parametrize("kwargs", [dict(max_vel_mps=0.0), dict(max_acc_mps2=-3.0), dict(max_iterations=0),
+                                    dict(check_fraction=0.0), dict(max_rebounds=-1), dict(max_time_s=0.0),
+                                    dict(max_accept_ratio=0.5)])
+def test_bad_config_names_the_key(kwargs):
+    with pytest.raises(ValueError, match=list(kwargs)[0]):
+        OptimizerConfig(**kwargs)

@@ -1,0 +1,76 @@
+"""Trajectory sampling for the trajectory server: p/v/a from the spline, rate-limited yaw, braking."""
+import math
+
+import numpy as np
+import pytest
+
+from planner_pkg.planning.bspline import UniformBSpline, fit_cubic
+from planner_pkg.planning.trajectory import BrakingTrajectory, BsplineTrajectory, YawConfig
+from planner_pkg.types import Setpoint, TrajectoryLike
+
+
+def turning_spline():
+    """1 m/s along +x, then a left turn to +y (a quarter circle of radius 2 m)."""
+    th = np.linspace(0.0, np.pi / 2, 16)
+    pts = np.column_stack([2.0 * np.sin(th), 2.0 - 2.0 * np.cos(th), np.ones(th.size)])
+    dt = (np.pi / 2 * 2.0 / 15) / 1.0
+    return fit_cubic(pts, dt, [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.5, 0.0], [-0.5, 0.0, 0.0])
+
+
+def test_samples_match_the_spline_and_hold_outside_its_time():
+    sp = turning_spline()
+    traj = BsplineTrajectory(sp, t_start=10.0, start_yaw=0.0)
+    assert isinstance(traj, TrajectoryLike)
+    for tau in np.linspace(0.0, sp.duration, 23):
+        s = traj.sample(10.0 + tau)
+        assert isinstance(s, Setpoint)
+        p, v, a = sp.evaluate_derivatives(tau, 2)
+        np.testing.assert_allclose(s.position, p, atol=1e-9)
+        np.testing.assert_allclose(s.velocity, v, atol=1e-9)
+        np.testing.assert_allclose(s.acceleration, a, atol=1e-8)
+    before = traj.sample(5.0)
+    np.testing.assert_allclose(before.position, sp.evaluate(0.0), atol=1e-12)
+    after = traj.sample(10.0 + sp.duration + 3.0)
+    np.testing.assert_allclose(after.position, sp.evaluate(sp.duration), atol=1e-12)
+    np.testing.assert_array_equal(after.velocity, np.zeros(3))
+    with pytest.raises(ValueError):
+        traj.sample(float("nan"))
+
+
+def test_yaw_follows_the_path_within_the_rate_limit():
+    sp = turning_spline()
+    cfg = YawConfig(max_yaw_rate_rad_s=0.8)
+    traj = BsplineTrajectory(sp, 0.0, start_yaw=math.pi, yaw=cfg)  # starts facing backwards
+    ts = np.arange(0.0, sp.duration, 0.01)
+    yaws = np.unwrap([traj.sample(t).yaw for t in ts])
+    rates = np.diff(yaws) / 0.01
+    assert np.abs(rates).max() <= 0.8 + 1e-6
+    assert traj.sample(0.0).yaw == pytest.approx(math.pi)
+    # long after the start transient, the heading is the direction of travel (+y at the end)
+    assert abs(math.remainder(traj.end_yaw - math.pi / 2, 2 * math.pi)) < 0.35
+
+
+def test_hovering_keeps_the_heading():
+    sp = UniformBSpline(np.tile([1.0, 2.0, 1.0], (6, 1)), 0.2)
+    traj = BsplineTrajectory(sp, 0.0, start_yaw=0.7)
+    assert traj.sample(0.3).yaw == pytest.approx(0.7)
+
+
+def test_braking_trajectory_stops_at_the_expected_distance():
+    brake = BrakingTrajectory([0.0, 0.0, 1.0], [4.0, 0.0, 0.0], t_start=2.0, decel_mps2=8.0, yaw=0.0)
+    assert brake.duration == pytest.approx(0.5)
+    np.testing.assert_allclose(brake.stop_position, [1.0, 0.0, 1.0])  # v^2 / (2 a)
+    s = brake.sample(2.25)
+    np.testing.assert_allclose(s.velocity, [2.0, 0.0, 0.0])
+    np.testing.assert_allclose(s.acceleration, [-8.0, 0.0, 0.0])
+    end = brake.sample(10.0)
+    np.testing.assert_allclose(end.position, [1.0, 0.0, 1.0])
+    np.testing.assert_allclose(end.velocity, 0.0)
+    with pytest.raises(ValueError):
+        BrakingTrajectory([0, 0, 1], [1, 0, 0], 0.0, decel_mps2=0.0)
+
+
+@pytest.mark.parametrize("kwargs", [dict(max_yaw_rate_rad_s=0.0), dict(yaw_dt_s=-0.1), dict(yaw_lookahead_s=float("inf"))])
+def test_bad_yaw_config(kwargs):
+    with pytest.raises(ValueError, match=list(kwargs)[0]):
+        YawConfig(**kwargs)
