@@ -2,7 +2,7 @@
 # The README's "main job": on a fresh machine (Python 3.11, nothing else) set up .venv, generate a
 # forest world and fly it in the embedded simulator. Outputs in out/: forest.yaml, flight.csv,
 # summary.json, flight.png; the summary is printed at the end.
-# Usage: bash scripts/fly.sh [extra fly options, e.g. --planner direct --max-vel 3 --seed 2]
+# Usage: [PLANNER=ego|direct] [SEED=N] bash scripts/fly.sh [extra fly options, e.g. --max-vel 3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +24,7 @@ SEED="${SEED:-3}"
 "$PYTHON" -m planner_pkg world generate --kind forest --seed "$SEED" -o out/forest.yaml
 # start and goal are the forest generator's default clear discs
 "$PYTHON" -m planner_pkg fly --world out/forest.yaml --start=-20,0,1 --goal=20,0,1 \
-    --planner direct --seed "$SEED" \
+    --planner "${PLANNER:-ego}" --seed "$SEED" \
     --log out/flight.csv --summary out/summary.json --plot out/flight.png "$@" > /dev/null
 echo "flight log: out/flight.csv   plot: out/flight.png   summary: out/summary.json"
 cat out/summary.json
