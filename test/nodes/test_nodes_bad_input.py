@@ -171,6 +171,8 @@ def test_traj_server_drops_bad_trajectories_and_hovers_without_odom(ros):
     assert wait_for(lambda: server.counters["bad_trajectory"] == 1, 5.0)
     probe.pub_traj.publish(conv.trajectory_to_msg(good, t0))
     assert wait_for(lambda: server.mode == "tracking", 5.0)
+    # the probe may still hold a pre-trajectory setpoint: wait for a tracking one to arrive
+    assert wait_for(lambda: conv.msg_to_setpoint(probe.setpoints[-1]).position[0] > 0.0, 5.0)
     sp = conv.msg_to_setpoint(probe.setpoints[-1])
     assert sp.position[0] > 0.0 and sp.velocity[0] == pytest.approx(1.0, abs=1e-6)
     assert sp.yaw == pytest.approx(0.0, abs=1e-6)  # along the velocity
