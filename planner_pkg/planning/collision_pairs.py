@@ -184,11 +184,11 @@ def curve_collision_time(grid_map, curve, t0: float, t1: float, step_m: float,
                          skip_leading_blocked: bool = False) -> Optional[float]:
     """Earliest time in ``[t0, t1]`` (s, the curve's time) where it is blocked, or None.
 
-    curve: a UniformBSpline (spline time) or anything with ``duration``, ``evaluate(ts)`` and
-        ``max_speed`` bound; sampled so that consecutive samples are at most about ``step_m``
-        apart (the largest velocity control point bounds the speed).
+    curve: a UniformBSpline (spline time); sampled so that consecutive samples are at most about
+        ``step_m`` apart (the largest velocity control point bounds the speed).
     skip_leading_blocked: ignore a blocked stretch at ``t0`` (the vehicle is inside an inflated
-        obstacle and leaving it): report only a blocked sample after the first free one.
+        obstacle and leaving it): report only a blocked sample after the first free one. (Blocked
+        samples just *after* a free start are not tolerated: that is the way into an obstacle.)
     """
     t1 = min(t1, curve.duration)
     if t1 <= t0:
@@ -205,4 +205,3 @@ def curve_collision_time(grid_map, curve, t0: float, t1: float, step_m: float,
     if not blocked.any():
         return None
     return float(ts[int(np.argmax(blocked))])
-

@@ -230,6 +230,16 @@ class ReboundOptimizer:
             work[lo:hi] = q[lo:hi]  # a diverged step is worthless: keep the input
         return work, int(res.nit), int(res.nfev)
 
+    def _start_blocked(self, spline: UniformBSpline) -> bool:
+        """Is the start inside a blocked voxel or at the edge of one (within a voxel, or its last
+        fixed control point blocked)? Then the first stretch of the curve is the way out."""
+        q = spline.control_points
+        p0 = spline.evaluate(0.0)
+        r = self.map.res
+        probe = np.vstack([p0, q[_FIXED - 1], p0 + r * np.array([[1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0],
+                                                                   [0, 0, 1], [0, 0, -1]])])
+        return bool(self.map.is_blocked(probe).any())
+
     def _check_range(self, n: int) -> Tuple[int, int]:
         """Edges checked for collisions: from the last fixed start point to the checked fraction."""
         last_point = max(_FIXED, min(n - 1, int(round((n - 1) * self.config.check_fraction))))
@@ -283,7 +293,7 @@ class ReboundOptimizer:
 
         # a start inside an inflated obstacle (the fixed Q_2 is blocked): the leading colliding
         # run is the way out; it gets pairs but cannot be made free, so it does not count
-        start_blocked = bool(self.map.is_blocked(q[_FIXED - 1][None])[0])
+        start_blocked = self._start_blocked(spline)
 
         def remaining(segments: List[Segment]) -> List[Segment]:
             if start_blocked and segments and segments[0].first_edge == first_edge:
@@ -356,7 +366,7 @@ class ReboundOptimizer:
         refined = UniformBSpline(q, dt)
         n = q.shape[0]
         check_t1 = dt * max(0, int(round((n - 1) * c.check_fraction)) - 1)
-        start_blocked = bool(self.map.is_blocked(q[_FIXED - 1][None])[0])
+        start_blocked = self._start_blocked(refined)
         hit = curve_collision_time(self.map, refined, 0.0, check_t1, c.check_step_m, skip_leading_blocked=start_blocked)
         elapsed = time.perf_counter() - t0
         time_ratio = refined.duration / spline.duration

@@ -25,11 +25,10 @@ __all__ = ["inverse_depth", "max_pool", "depth_observation", "state_vector", "ya
 _OPTICAL_IN_FLU = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
 
 
-def inverse_depth(depth, cfg: ObservationConfig, out=None) -> np.ndarray:
-    """Inverse-depth transform of a z-depth array (any shape), float32."""
+def inverse_depth(depth, cfg: ObservationConfig) -> np.ndarray:
+    """Inverse-depth transform of a z-depth array (any shape, metres), float32."""
     d = np.asarray(depth, dtype=np.float32)
-    d = np.where(np.isnan(d), np.float32(cfg.far_m), d)
-    d = np.clip(d, cfg.near_m, cfg.far_m, out=out if out is not None else None)
+    d = np.clip(np.where(np.isnan(d), np.float32(cfg.far_m), d), cfg.near_m, cfg.far_m)
     return (np.float32(cfg.inv_depth_scale) / d - np.float32(cfg.inv_depth_offset)).astype(np.float32, copy=False)
 
 
