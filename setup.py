@@ -54,6 +54,7 @@ setup(
         ("share/" + PACKAGE + "/launch", _files("launch/*")),
         ("share/" + PACKAGE + "/config", _files("config/*")),
         ("share/" + PACKAGE + "/config/worlds", _files("config/worlds/*")),
+        ("share/" + PACKAGE + "/config/policy", _files("config/policy/*")),
     ],
     install_requires=[
         "numpy>=1.26",
@@ -72,6 +73,7 @@ setup(
         # Differential-test oracle only; never imported by the package itself.
         "oracle": ["torch==2.13.0"],
     },
+    package_data={"planner_pkg.policy": ["models/*.agm"]},
     zip_safe=True,
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )
