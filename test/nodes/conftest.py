@@ -35,3 +35,14 @@ def ros():
         yield harness
     finally:
         harness.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """DDS integration tests depend on discovery and scheduling timing on a shared 2-core box:
+    a test that fails is re-run up to twice (pytest-rerunfailures) before it counts as failed.
+    A real regression fails all three runs."""
+    if not config.pluginmanager.hasplugin("rerunfailures"):
+        return
+    for item in items:
+        if "test/nodes/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.flaky(reruns=2, reruns_delay=1))
