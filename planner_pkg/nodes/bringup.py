@@ -5,7 +5,7 @@ names, topics (no namespace by default, so ``/odom`` and ``/goal_pose`` are what
 the same parameter YAML (``--params``, default ``config/<profile>.yaml``), with the same
 overrides the launch files apply (``world_file``, ``start_m``, ``planner``, ``use_sim_time``, and
 the planner's geofence from the world's bounds). ``--single-process`` runs the nodes in one
-executor instead.
+process instead (each on its own executor thread).
 
 Supervision: a node that exits while the graph runs is reported; one that crashed is restarted
 after its ``respawn_delay_s`` when its spec says ``respawn`` (at most ``MAX_RESTARTS`` times);
@@ -380,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--real-time-factor", type=float, help="simulated seconds per wall second")
     p.add_argument("--use-sim-time", dest="use_sim_time", action="store_true", default=None)
     p.add_argument("--no-sim-time", dest="use_sim_time", action="store_false")
-    p.add_argument("--single-process", action="store_true", help="all nodes in one process and executor")
+    p.add_argument("--single-process", action="store_true", help="all nodes in one process (one executor thread each)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warn", "error"))
     p.add_argument("--stop-timeout", type=float, default=5.0, help="grace after SIGINT before SIGTERM, s")
     p.add_argument("--duration", type=float, help="stop after this many wall seconds")
@@ -431,17 +431,20 @@ def _prepare(args) -> Optional[str]:
 
 
 def _run_single_process(args, stop: threading.Event) -> int:
+    """All nodes in this process, each on its own single-threaded executor and thread.
+
+    Not one MultiThreadedExecutor for all: rclpy's starves timers and subscriptions when
+    several busy nodes share it (ros2/rclpy#1223; a 100 Hz timer ran at 2-3 Hz here)."""
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
+    import yaml
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
     from planner_pkg.nodes.params import ParameterConfigError
 
     ros_args = ["--ros-args", "--params-file", str(args.params)]
     rclpy.init(args=ros_args)
-    nodes = []
-    executor = MultiThreadedExecutor(num_threads=2)
-    thread = None
+    nodes, spinners = [], []
     try:
         for spec in args.specs:
             module = importlib.import_module(spec.module)
@@ -451,14 +454,14 @@ def _run_single_process(args, stop: threading.Event) -> int:
             raw = node_overrides(args.profile, spec, args)
             for i in range(1, len(raw), 2):
                 name, _, value = raw[i].partition(":=")
-                import yaml
-
-                parsed = yaml.safe_load(value)
-                overrides.append(Parameter(name, value=parsed))
+                overrides.append(Parameter(name, value=yaml.safe_load(value)))
             nodes.append(cls(namespace=args.namespace or "", parameter_overrides=overrides))
-            executor.add_node(nodes[-1])
-        thread = threading.Thread(target=executor.spin, daemon=True)
-        thread.start()
+        for node in nodes:
+            executor = SingleThreadedExecutor()
+            executor.add_node(node)
+            thread = threading.Thread(target=executor.spin, daemon=True, name=f"spin-{node.get_name()}")
+            thread.start()
+            spinners.append((executor, thread))
         while not stop.is_set() and rclpy.ok():
             stop.wait(0.2)
         return EXIT_OK
@@ -466,8 +469,9 @@ def _run_single_process(args, stop: threading.Event) -> int:
         print(f"[bringup] {exc}", file=sys.stderr)
         return EXIT_CONFIG
     finally:
-        executor.shutdown()
-        if thread is not None:
+        for executor, _ in spinners:
+            executor.shutdown()
+        for _, thread in spinners:
             thread.join(timeout=5.0)
         for n in nodes:
             close = getattr(n, "close", None)

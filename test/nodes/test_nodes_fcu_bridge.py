@@ -120,7 +120,7 @@ def _angle_diff(a, b):
     return abs(math.remainder(a - b, 2 * math.pi))
 
 
-@pytest.mark.skip(reason="intermittent in CI: mode/takeoff COMMAND_ACK timeouts against the simulated peer when run through the node; the same flows pass in test/bridges (ROS-free). Open in issue 8.")
+#SKIP@pytest.mark.skip(reason="intermittent in CI: mode/takeoff COMMAND_ACK timeouts against the simulated peer when run through the node; the same flows pass in test/bridges (ROS-free). Open in issue 8.")
 def test_px4_odom_services_and_setpoints(graph):
     g = graph(PX4)
     g.peer.set_position([2.0, 1.0, 0.0])  # NED: 2 m north, 1 m east, on the ground
@@ -204,7 +204,7 @@ def test_px4_odom_services_and_setpoints(graph):
     assert wait_for(lambda: abs(g.odom_position()[2]) < TOL_M, 2.0)
 
 
-@pytest.mark.skip(reason="intermittent in CI: mode/takeoff COMMAND_ACK timeouts against the simulated peer when run through the node; the same flows pass in test/bridges (ROS-free). Open in issue 8.")
+#SKIP@pytest.mark.skip(reason="intermittent in CI: mode/takeoff COMMAND_ACK timeouts against the simulated peer when run through the node; the same flows pass in test/bridges (ROS-free). Open in issue 8.")
 def test_ardupilot_guided_takeoff_covariances_and_refused_disarm(graph):
     g = graph(ARDUPILOT, peer_kwargs={"odometry": True}, takeoff_height_m=1.5, request_odometry=True)
     assert wait_for(lambda: len(g.odom) > 3, 5.0)
