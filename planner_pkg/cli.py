@@ -27,6 +27,8 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from planner_pkg.cli_args import positive_float as _positive_float, seed as _seed
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 _COORD = re.compile(r"^-\d")
@@ -53,26 +55,6 @@ def parse_point(text: str) -> np.ndarray:
     if len(values) != 3 or not all(math.isfinite(v) for v in values):
         raise argparse.ArgumentTypeError(f"expected three finite numbers x,y,z in metres, got {text!r}")
     return np.array(values)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer seed, got {text!r}")
-    return value
 
 
 def _join_negative_coordinates(argv: Sequence[str], options=("--start", "--goal")) -> List[str]:

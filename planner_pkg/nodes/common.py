@@ -83,6 +83,32 @@ def run_node(make_node: Callable[[], "rclpy.node.Node"], args=None) -> int:
     return code
 
 
+def tf_broadcaster(node):
+    """``send(state, parent, child, stamp=None)`` publishing the vehicle pose as the ``parent`` ->
+    ``child`` transform on /tf (stamp: a builtin_interfaces Time, default the state's time), or
+    None where tf2_ros is not installed (the PyPI wheels have none)."""
+    try:
+        from geometry_msgs.msg import TransformStamped
+        from tf2_ros import TransformBroadcaster
+    except ImportError:
+        return None
+    from planner_pkg.nodes.conversions import seconds_to_stamp
+
+    broadcaster = TransformBroadcaster(node)
+
+    def send(state, parent: str, child: str, stamp=None) -> None:
+        tf = TransformStamped()
+        tf.header.stamp = stamp if stamp is not None else seconds_to_stamp(state.t)
+        tf.header.frame_id, tf.child_frame_id = parent, child
+        t = tf.transform.translation
+        t.x, t.y, t.z = (float(v) for v in state.position)
+        r = tf.transform.rotation
+        r.x, r.y, r.z, r.w = (float(v) for v in state.attitude)
+        broadcaster.sendTransform(tf)
+
+    return send
+
+
 def exit_with(code: int) -> None:  # pragma: no cover - process exit
     sys.exit(code)
 

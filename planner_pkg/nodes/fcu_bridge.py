@@ -16,10 +16,12 @@ speed clamps, link loss, signing). This node only moves messages:
 * ``status`` (diagnostic_msgs): link, autopilot, mode, armed, battery, failsafe and its reason,
   stream and rejection counters.
 * services (std_srvs/Trigger) ``arm``, ``disarm``, ``takeoff`` (to ``takeoff_height_m``),
-  ``land``, ``return_to_launch`` and ``offboard`` (PX4 OFFBOARD / ArduCopter GUIDED). They
-  block until the FCU acknowledged and its HEARTBEAT confirmed (seconds), so they run in a
-  reentrant callback group on a multithreaded executor; a refusal, NACK or timeout answers
-  ``success=False`` with the reason. One call per service at a time.
+  ``land``, ``return_to_launch`` and ``offboard`` (PX4 OFFBOARD / ArduCopter GUIDED). A command
+  waits until the FCU acknowledged and its HEARTBEAT confirmed (seconds): it runs on a worker
+  thread while the service callback (a coroutine in a reentrant callback group) awaits it, so
+  the single-threaded executor keeps forwarding setpoints meanwhile. A refusal, NACK or timeout
+  answers ``success=False`` with the reason. One call per service at a time.
+  (Not rclpy's MultiThreadedExecutor: it starves timers and subscriptions, ros2/rclpy#1223.)
 
 Parameters: every field of :class:`~planner_pkg.bridges.mavlink.BridgeConfig` (dotted for the
 nested failsafe/geofence blocks) plus :class:`FcuBridgeNodeConfig`. The link's parameters are
@@ -36,12 +38,11 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
+from rclpy.task import Future
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
@@ -53,8 +54,6 @@ from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 
 NODE_NAME = "fcu_bridge"
 SERVICES = ("arm", "disarm", "takeoff", "land", "return_to_launch", "offboard")
-#: one thread per service that may block, plus two for setpoints and the status timer
-EXECUTOR_THREADS = len(SERVICES) + 2
 
 #: Descriptions of the link's parameters (BridgeConfig's docstring packs several per line).
 BRIDGE_PARAMETER_DOCS = {
@@ -181,7 +180,7 @@ class FcuBridgeNode(Node):
             raise ParameterConfigError(f"parameter 'signing_key_path' refused: {exc}") from None
         self.pub_odom = self.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
-        self.tf = _tf_broadcaster(self) if cfg.publish_tf else None
+        self.tf = c.tf_broadcaster(self) if cfg.publish_tf else None
         self.create_subscription(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, self._on_setpoint, c.SETPOINT_QOS,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         commands = ReentrantCallbackGroup()
@@ -259,25 +258,47 @@ class FcuBridgeNode(Node):
     def _command_callback(self, name: str, action):
         busy = self._busy[name]
 
-        def callback(request, response):
+        async def callback(request, response):
             if not busy.acquire(blocking=False):
                 response.success, response.message = False, f"'{name}' is already in progress"
                 return response
             try:
                 self.log.info(f"{name}: requested")
-                action()
-            except (CommandError, ValueError) as exc:
-                response.success, response.message = False, f"{name} failed: {exc}"
-                self.log.warning(response.message)
-            else:
-                response.success, response.message = True, f"{name}: done"
-                self.log.info(response.message)
+                error = await self._in_worker(name, action)
             finally:
                 busy.release()
+            if error is None:
+                response.success, response.message = True, f"{name}: done"
+                self.log.info(response.message)
+            else:
+                response.success, response.message = False, f"{name} failed: {error}"
+                self.log.warning(response.message)
             self.last_command[name] = response.message
             return response
 
         return callback
+
+    def _in_worker(self, name: str, action) -> Future:
+        """Run the blocking ``action`` on a worker thread; the returned future (awaitable in a
+        coroutine callback) holds None, or the CommandError/ValueError that refused it. Any other
+        exception is set on the future and so reaches the executor like a callback's would."""
+        executor = self.executor
+        future: Future = Future(executor=executor)
+
+        def work():
+            try:
+                action()
+            except (CommandError, ValueError) as exc:
+                future.set_result(exc)
+            except Exception as exc:  # noqa: BLE001 - handed to the awaiting callback
+                future.set_exception(exc)
+            else:
+                future.set_result(None)
+            if executor is not None:
+                executor.wake()  # resume the awaiting callback now, not at the next message
+
+        threading.Thread(target=work, name=f"fcu-{name}", daemon=True).start()
+        return future
 
     # -- diagnostics -----------------------------------------------------------------------------
     def _warn_if_no_fcu(self) -> None:
@@ -352,57 +373,8 @@ def _level_and_message(s) -> tuple:
     return "ok", f"{s.autopilot.value if s.autopilot else 'FCU'} {s.mode_name}, {armed}"
 
 
-def _tf_broadcaster(node):
-    """``send(state, parent, child, stamp)`` publishing the pose on /tf, or None without tf2_ros
-    (the PyPI wheels have none)."""
-    try:
-        from geometry_msgs.msg import TransformStamped
-        from tf2_ros import TransformBroadcaster
-    except ImportError:
-        return None
-    broadcaster = TransformBroadcaster(node)
-
-    def send(state, parent: str, child: str, stamp) -> None:
-        tf = TransformStamped()
-        tf.header.stamp = stamp
-        tf.header.frame_id, tf.child_frame_id = parent, child
-        tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z = state.position.tolist()
-        q = state.attitude.tolist()
-        tf.transform.rotation.x, tf.transform.rotation.y, tf.transform.rotation.z, tf.transform.rotation.w = q
-        broadcaster.sendTransform(tf)
-
-    return send
-
-
 def main(args=None) -> int:
-    """Like :func:`planner_pkg.nodes.common.run_node`, on a multithreaded executor: a service
-    blocking for seconds on the FCU must not hold up the setpoints."""
-    rclpy.init(args=args)
-    node = None
-    code = c.EXIT_OK
-    executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
-    try:
-        node = FcuBridgeNode()
-        executor.add_node(node)
-        executor.spin()
-    except ParameterConfigError as exc:
-        logging.getLogger("planner_pkg.nodes").error("%s", exc)
-        print(f"[FATAL] {exc}", file=sys.stderr, flush=True)
-        code = c.EXIT_CONFIG
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except RuntimeError:
-        if rclpy.ok():  # see run_node: a RuntimeError after Ctrl-C shut the context down is a normal stop
-            raise
-    finally:
-        if node is not None:
-            node.close()
-            executor.remove_node(node)
-            node.destroy_node()
-        executor.shutdown()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return code
+    return c.run_node(FcuBridgeNode, args)
 
 
 if __name__ == "__main__":

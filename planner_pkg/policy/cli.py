@@ -11,9 +11,10 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
+
+from planner_pkg.cli_args import nonneg_int as _nonneg_int, positive_int as _positive_int, speed as _speed
 
 __all__ = ["add_parser", "default_model_path"]
 
@@ -24,42 +25,6 @@ _SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "policy_default.ag
 def default_model_path():
     """The shipped model file, or None when this installation has none."""
     return _SHIPPED_MODEL if _SHIPPED_MODEL.is_file() else None
-
-
-def _positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _nonneg_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
-
-
-def _speed(text: str) -> float:
-    import argparse
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a speed in m/s, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive speed in m/s, got {text!r}")
-    return value
 
 
 def add_parser(subparsers) -> None:
