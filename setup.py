@@ -55,6 +55,8 @@ setup(
         ("share/" + PACKAGE + "/config", _files("config/*")),
         ("share/" + PACKAGE + "/config/worlds", _files("config/worlds/*")),
         ("share/" + PACKAGE + "/config/policy", _files("config/policy/*")),
+        ("share/" + PACKAGE + "/config/systemd", _files("config/systemd/*")),
+        ("share/" + PACKAGE + "/docs", _files("docs/*")),
     ],
     install_requires=[
         "numpy>=1.26",

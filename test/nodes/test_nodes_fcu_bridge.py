@@ -301,9 +301,11 @@ def test_every_link_parameter_is_described():
     assert not names & {s.name for s in param_specs(FcuBridgeNodeConfig)}
 
 
-@pytest.mark.parametrize("autopilot", ["px4", "ardupilot"])
+@pytest.mark.parametrize("autopilot", ["px4", "ardupilot", "auto"])
 def test_shipped_hardware_yaml_is_valid(autopilot):
-    data = yaml.safe_load((ROOT / "config" / f"hardware_{autopilot}.yaml").read_text())
+    """hardware_px4.yaml, hardware_ardupilot.yaml and the generic hardware.yaml (autopilot: auto)."""
+    name = "hardware.yaml" if autopilot == "auto" else f"hardware_{autopilot}.yaml"
+    data = yaml.safe_load((ROOT / "config" / name).read_text())
     assert all(key.startswith("/**/") for key in data), "use '/**/node' keys so namespaced nodes get the values"
     flat = flatten_yaml_block(data["/**/fcu_bridge"]["ros__parameters"])
     assert flat.pop("use_sim_time") is False
@@ -320,7 +322,7 @@ def test_shipped_hardware_yaml_is_valid(autopilot):
     # the rest of the graph as in hardware.yaml (its blocks are repeated, so they must not drift)
     base = yaml.safe_load((ROOT / "config" / "hardware.yaml").read_text())
     for node in ("/**/planner", "/**/traj_server"):
-        assert data[node] == base[node], f"hardware_{autopilot}.yaml {node} differs from hardware.yaml's"
+        assert data[node] == base[node], f"{name} {node} differs from hardware.yaml's"
     # the bridge's fence contains the planner's
     planner = data["/**/planner"]["ros__parameters"]
     fence = link.failsafe.geofence
