@@ -7,12 +7,11 @@ Odometry and the depth camera come from the drone (``odom``, ``depth/image``); t
 controller bridge (``fcu_bridge``, MAVLink to PX4/ArduPilot) consumes ``setpoint``. Without
 ROS 2's launch tools: ``python -m planner_pkg bringup hardware``.
 """
-import importlib.util
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -39,15 +38,10 @@ def _nodes(context):
         Node(package=PACKAGE, executable="traj_server", name="traj_server", namespace=namespace,
              parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
              respawn_delay=1.0),
+        Node(package=PACKAGE, executable="fcu_bridge", name="fcu_bridge", namespace=namespace,
+             parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
+             respawn_delay=1.0),
     ]
-    # the MAVLink bridge node arrives with its own issue; start it once it is installed
-    if importlib.util.find_spec("planner_pkg.nodes.fcu_bridge") is not None:
-        actions.append(Node(package=PACKAGE, executable="fcu_bridge", name="fcu_bridge", namespace=namespace,
-                            parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen",
-                            respawn=True, respawn_delay=1.0))
-    else:
-        actions.append(LogInfo(msg="fcu_bridge is not installed in this version of planner_pkg: "
-                                   "no flight controller link"))
     return actions
 
 
