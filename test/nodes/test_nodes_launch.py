@@ -11,8 +11,6 @@ from planner_pkg.nodes import bringup
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = sorted((ROOT / "launch").glob("*.launch.py"))
-# Nodes whose issue has not landed yet: a launch file may name them only behind a find_spec guard.
-PENDING = {"fcu_bridge": "planner_pkg.nodes.fcu_bridge"}
 
 
 def _console_scripts():
@@ -48,9 +46,6 @@ def test_launch_file_names_installed_executables_and_declares_arguments(path):
     ours = [exe for pkg, exe in _node_calls(path) if pkg in ("PACKAGE", "planner_pkg")]
     assert ours, f"{path.name} starts none of our nodes"
     for exe in ours:
-        if exe in PENDING and importlib.util.find_spec(PENDING[exe]) is None:
-            assert f'find_spec("{PENDING[exe]}")' in source, f"{path.name}: {exe} is not installed yet; guard it"
-            continue
         assert exe in scripts, f"{path.name} names executable {exe!r} that setup.py does not install"
         module = scripts[exe].split(":")[0]
         assert importlib.util.find_spec(module) is not None, f"{exe} -> {module} does not exist"
