@@ -38,6 +38,8 @@ CONSOLE_SCRIPTS = [
     "traj_server = planner_pkg.nodes.traj_server:main",
     "bringup = planner_pkg.nodes.bringup:main",
     "fcu_bridge = planner_pkg.nodes.fcu_bridge:main",
+    "policy_node = planner_pkg.nodes.policy_node:main",
+    "recorder = planner_pkg.nodes.recorder:main",
 ]
 
 setup(
@@ -69,9 +71,12 @@ setup(
     ],
     extras_require={
         "ros": ROS_WHEELS,
-        "test": ["pytest>=8.0", "pytest-rerunfailures>=14", "matplotlib>=3.8", "onnx>=1.16", "onnxruntime>=1.18"],
+        "test": ["pytest>=8.0", "pytest-rerunfailures>=14", "matplotlib>=3.8", "onnx>=1.16", "onnxruntime>=1.18",
+                 "mcap-ros2-support>=0.5"],
         "export": ["onnx>=1.16", "onnxruntime>=1.18"],
         "plots": ["matplotlib>=3.8"],
+        # MCAP recording (`bringup --record`, the recorder node) and `python -m planner_pkg plot RUN.mcap`.
+        "record": ["mcap-ros2-support>=0.5"],
         # Differential-test oracle only; never imported by the package itself.
         "oracle": ["torch==2.13.0"],
     },

@@ -3,6 +3,9 @@
     ros2 launch planner_pkg sim.launch.py [world:=forest_small.yaml] [start:='[-12.0, 0.0, 1.0]']
         [planner:=ego] [namespace:=drone1] [params_file:=...] [use_sim_time:=true] [rviz:=true]
 
+``planner:=policy`` starts the learned depth policy node (``policy``, acceleration setpoints
+straight to the simulator) instead of the planner and the trajectory server.
+
 Without ROS 2's launch tools (the PyPI wheels): ``python -m planner_pkg bringup sim`` starts the
 same nodes with the same parameters (planner_pkg/nodes/bringup.py). Send a goal with RViz2's
 "2D Goal Pose" tool (topic ``goal_pose``) or ``ros2 topic pub --once /goal_pose ...``.
@@ -45,19 +48,30 @@ def _nodes(context):
     start = get("start")
     if start:
         sim_params["start_m"] = [float(v) for v in start.strip("[] ").split(",")]
+    rviz = Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
+             arguments=["-d", os.path.join(share, "config", "planner.rviz")],
+             parameters=[{"use_sim_time": use_sim_time}], condition=IfCondition(LaunchConfiguration("rviz")))
+    sim = Node(package=PACKAGE, executable="sim_bridge", name="sim_bridge", namespace=namespace,
+               parameters=[params_file, sim_params], output="screen", respawn=False)
+    if get("planner") == "policy":
+        # the policy node publishes setpoints itself: no planner, no trajectory server
+        policy_params = {k: v for k, v in planner_params.items() if k != "planner"}
+        return [
+            sim,
+            Node(package=PACKAGE, executable="policy_node", name="policy", namespace=namespace,
+                 parameters=[params_file, policy_params], output="screen", respawn=True, respawn_delay=1.0),
+            rviz,
+        ]
     if get("planner"):
         planner_params["planner"] = get("planner")
     return [
-        Node(package=PACKAGE, executable="sim_bridge", name="sim_bridge", namespace=namespace,
-             parameters=[params_file, sim_params], output="screen", respawn=False),
+        sim,
         Node(package=PACKAGE, executable="planner_node", name="planner", namespace=namespace,
              parameters=[params_file, planner_params], output="screen", respawn=True, respawn_delay=1.0),
         Node(package=PACKAGE, executable="traj_server", name="traj_server", namespace=namespace,
              parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
              respawn_delay=1.0),
-        Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
-             arguments=["-d", os.path.join(share, "config", "planner.rviz")],
-             parameters=[{"use_sim_time": use_sim_time}], condition=IfCondition(LaunchConfiguration("rviz"))),
+        rviz,
     ]
 
 

@@ -7,6 +7,7 @@ Commands:
                 [--plot flight.png] [--timeout S]
     world generate --kind forest --seed 3 -o forest.yaml [--param key=value ...]
     world sdf forest.yaml -o forest.sdf
+    plot RUN.mcap --world FILE -o flight.png [--summary summary.json]   (a recorded run)
     policy train --config FILE --out model.agm [--resume CKPT]
     policy eval [--model model.agm] --episodes 100 --speed 3
 
@@ -133,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     from planner_pkg.policy.cli import add_parser as add_policy_parser
 
     add_policy_parser(sub)  # policy train|eval (planner_pkg/policy/cli.py)
+    from planner_pkg.sim.mcap_log import add_parser as add_plot_parser
+
+    add_plot_parser(sub)  # plot RUN.mcap (planner_pkg/sim/mcap_log.py)
     return parser
 
 

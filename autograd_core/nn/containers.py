@@ -20,6 +20,45 @@ def _abs_index(idx, n, what):
     return idx % n
 
 
+def _renumber(container, modules):
+    """Re-register ``modules`` under "0", "1", ... (torch keeps list-like keys contiguous)."""
+    container._modules.clear()
+    for i, m in enumerate(modules):
+        container.add_module(str(i), m)
+
+
+class _ListMixin:
+    """The list protocol ModuleList and ParameterList share: entries are attributes "0".."n-1".
+
+    A class provides ``__len__``, ``_values()`` (the entries in order), ``_entry(i)`` and
+    ``_store(i, value)`` for ``0 <= i < len``, ``append``, and ``_kind`` (its name in messages).
+    """
+
+    _kind = ""
+    _not_iterable = (Tensor,)  # what extend() refuses although it has __iter__
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._values())[idx])
+        return self._entry(_abs_index(idx, len(self), self._kind))
+
+    def __setitem__(self, idx, value):
+        self._store(_abs_index(idx, len(self), self._kind), value)
+
+    def __iter__(self):
+        return iter(self._values())
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def extend(self, values):
+        if isinstance(values, self._not_iterable) or not hasattr(values, "__iter__"):
+            raise TypeError(f"{self._kind}.extend should be called with an iterable, but got " + type(values).__name__)
+        for v in values:
+            self.append(v)
+        return self
+
+
 class Sequential(Module):
     """Modules applied in order: `Sequential(m1, m2, ...)` or `Sequential(OrderedDict(name=m))`."""
 
@@ -54,12 +93,8 @@ class Sequential(Module):
                 del self._modules[k]
         else:
             del self._modules[keys[_abs_index(idx, len(keys), "Sequential")]]
-        # Keep numeric keys contiguous, as torch does.
-        items = list(self._modules.values())
         if all(k.isdigit() for k in keys):
-            self._modules.clear()
-            for i, m in enumerate(items):
-                self._modules[str(i)] = m
+            _renumber(self, list(self._modules.values()))
 
     def __len__(self):
         return len(self._modules)
@@ -94,9 +129,7 @@ class Sequential(Module):
             index += n
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        _renumber(self, items)
         return self
 
     def pop(self, key):
@@ -105,21 +138,25 @@ class Sequential(Module):
         return v
 
 
-class ModuleList(Module):
+class ModuleList(_ListMixin, Module):
     """A list of modules, registered as "0", "1", ...; has no forward of its own."""
+
+    _kind = "ModuleList"
+    _not_iterable = (Module, Tensor)
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.extend(modules)
 
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return type(self)(list(self._modules.values())[idx])
-        return self._modules[str(_abs_index(idx, len(self), "ModuleList"))]
+    def _values(self):
+        return self._modules.values()
 
-    def __setitem__(self, idx, module):
-        setattr(self, str(_abs_index(idx, len(self), "ModuleList")), module)
+    def _entry(self, i):
+        return self._modules[str(i)]
+
+    def _store(self, i, module):
+        setattr(self, str(i), module)
 
     def __delitem__(self, idx):
         items = list(self._modules.values())
@@ -127,18 +164,10 @@ class ModuleList(Module):
             del items[idx]
         else:
             del items[_abs_index(idx, len(items), "ModuleList")]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        _renumber(self, items)
 
     def __len__(self):
         return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __iadd__(self, modules):
-        return self.extend(modules)
 
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
@@ -147,19 +176,10 @@ class ModuleList(Module):
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules):
-        if isinstance(modules, (Module, Tensor)) or not hasattr(modules, "__iter__"):
-            raise TypeError("ModuleList.extend should be called with an iterable, but got " + type(modules).__name__)
-        for m in modules:
-            self.append(m)
-        return self
-
     def insert(self, index, module):
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        _renumber(self, items)
 
     def pop(self, key=-1):
         v = self[key]
@@ -221,8 +241,10 @@ class ModuleDict(Module):
             self[kv[0]] = kv[1]
 
 
-class ParameterList(Module):
+class ParameterList(_ListMixin, Module):
     """A list of Parameters registered as "0", "1", ...; plain Tensors are wrapped in Parameter."""
+
+    _kind = "ParameterList"
 
     def __init__(self, values=None):
         super().__init__()
@@ -230,37 +252,23 @@ class ParameterList(Module):
         if values is not None:
             self.extend(values)
 
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return type(self)([self[i] for i in range(len(self))[idx]])
-        return getattr(self, str(_abs_index(idx, len(self), "ParameterList")))
+    def _values(self):
+        return (self._entry(i) for i in range(self._size))
 
-    def __setitem__(self, idx, param):
-        idx = _abs_index(idx, len(self), "ParameterList")
+    def _entry(self, i):
+        return getattr(self, str(i))
+
+    def _store(self, i, param):
         if isinstance(param, Tensor) and not isinstance(param, Parameter):
             param = Parameter(param)
-        setattr(self, str(idx), param)
+        setattr(self, str(i), param)
 
     def __len__(self):
         return self._size
 
-    def __iter__(self):
-        return iter(self[i] for i in range(len(self)))
-
-    def __iadd__(self, params):
-        return self.extend(params)
-
     def append(self, value):
-        new_idx = len(self)
         self._size += 1
-        self[new_idx] = value
-        return self
-
-    def extend(self, values):
-        if isinstance(values, Tensor) or not hasattr(values, "__iter__"):
-            raise TypeError("ParameterList.extend should be called with an iterable, but got " + type(values).__name__)
-        for v in values:
-            self.append(v)
+        self._store(self._size - 1, value)
         return self
 
     def extra_repr(self):

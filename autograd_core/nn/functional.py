@@ -11,9 +11,8 @@ import math
 import numpy as np
 from scipy import special as _sp
 
-from .. import _dtype as D
 from .. import grad_mode as _gm
-from ..ops._base import _new  # stamps each node's creation order (the engine sorts by it)
+from ..ops._base import _new, as_float as _as_float, node1  # nodes stamped with their creation order
 from ..function import Node, saved_version
 from ..ops import inplace as _inplace, pointwise as _pw, reduction as _red
 from ..tensor import Tensor, _wrap
@@ -195,10 +194,6 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_C = math.sqrt(2.0 / math.pi)
 
 
-def _as_float(x):
-    return x if x.dtype.kind == "f" else x.astype(D.get_default_dtype().np)
-
-
 class GeluBackward0(Node):
     __slots__ = ("approximate",)
 
@@ -225,10 +220,7 @@ def gelu(input, approximate="none"):  # noqa: A002
         out = 0.5 * x * (1.0 + _sp.erf(x / _SQRT_2))
     out = out.astype(x.dtype, copy=False)
     if input._rg and _gs.enabled:
-        n = _new(GeluBackward0)
-        n.next_edges = (input._edge(),)
-        n.saved = x
-        n.vc = (saved_version(input),)
+        n = node1(GeluBackward0, input, x, (saved_version(input),))
         n.approximate = approximate
         return _wrap(out, n)
     return _wrap(out)
@@ -250,11 +242,7 @@ def silu(input, inplace=False):  # noqa: A002
     x = _as_float(input._data)
     out = x * _pw._sigmoid_np(x)
     if input._rg and _gs.enabled:
-        n = _new(SiluBackward0)
-        n.next_edges = (input._edge(),)
-        n.saved = x
-        n.vc = (saved_version(input),)
-        return _wrap(out, n)
+        return _wrap(out, node1(SiluBackward0, input, x, (saved_version(input),)))
     return _wrap(out)
 
 

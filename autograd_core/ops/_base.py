@@ -9,7 +9,7 @@ from ..function import Node, next_seq, reduce_to_shape, saved_version
 from ..tensor import Tensor, _wrap
 
 __all__ = ["np", "D", "Node", "Tensor", "_wrap", "reduce_to_shape", "saved_version", "_gs", "_new", "_obj_new",
-           "next_seq", "const",
+           "next_seq", "const", "node1",
            "operand", "binary_result_dtype", "as_float", "normalize_dims", "node"]
 
 _gs = _gm._state
@@ -20,6 +20,21 @@ def _new(cls):
     """A node without running __init__ (the hot path); stamped with its creation order."""
     n = _obj_new(cls)
     n.seq = next_seq()
+    return n
+
+
+def node1(cls, t, saved=None, vc=()):
+    """A node of `cls` whose one input is `t` (which requires grad), without running __init__.
+
+    The shared builder of single-input ops: callers set the class's own fields on the result
+    (`n.axes = axes`), which is cheaper than passing them as keyword arguments.
+    """
+    n = _obj_new(cls)
+    n.seq = next_seq()
+    fn = t._fn
+    n.next_edges = ((fn, t._nr) if fn is not None else (t, 0),)
+    n.saved = saved
+    n.vc = vc
     return n
 
 

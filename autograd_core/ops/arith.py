@@ -1,5 +1,5 @@
 """Arithmetic: + - * / ** @, negation, their reflected forms, and in-place variants."""
-from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, binary_result_dtype, const, next_seq, np,
+from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, node1, binary_result_dtype, const, next_seq, np,
                     operand, reduce_to_shape, saved_version)
 
 _SCALARS = (int, float, bool)
@@ -241,10 +241,7 @@ def sub(self, other, *, alpha=1):
         dt = self._data.dtype
         out = (self._data - const(other, dt)) if dt.kind == "f" else (_promote_scalar(self, other) - other)
         if self._rg and _gs.enabled:
-            n = _new(_SubScalarBackward)
-            n.next_edges = (self._edge(),)
-            n.saved = None
-            n.vc = ()
+            n = node1(_SubScalarBackward, self)
             return _wrap(out, n)
         return _wrap(out)
     other = operand(other)
@@ -270,10 +267,7 @@ def rsub(self, other):
     dt = self._data.dtype
     out = (const(other, dt) - self._data) if dt.kind == "f" else (other - _promote_scalar(self, other))
     if self._rg and _gs.enabled:
-        n = _new(RsubBackward1)
-        n.next_edges = (self._edge(),)
-        n.saved = None
-        n.vc = ()
+        n = node1(RsubBackward1, self)
         return _wrap(out, n)
     return _wrap(out)
 
@@ -284,10 +278,7 @@ def neg(self):
                            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     out = -self._data
     if self._rg and _gs.enabled:
-        n = _new(NegBackward0)
-        n.next_edges = (self._edge(),)
-        n.saved = None
-        n.vc = ()
+        n = node1(NegBackward0, self)
         return _wrap(out, n)
     return _wrap(out)
 
@@ -355,10 +346,7 @@ def div(self, other, *, rounding_mode=None):
         other = const(other, ad.dtype)
         out = ad / other
         if self._rg and _gs.enabled:
-            n = _new(_DivScalarBackward)
-            n.next_edges = (self._edge(),)
-            n.saved = other
-            n.vc = ()
+            n = node1(_DivScalarBackward, self, other)
             return _wrap(out, n)
         return _wrap(out)
     other = operand(other)
@@ -418,10 +406,7 @@ def remainder(self, other):
     if self._rg and _gs.enabled:
         if isinstance(other, Tensor) and other._rg:
             raise NotImplementedError("the derivative of remainder with respect to its divisor is not implemented")
-        n = _new(_ScalarIdentity)
-        n.next_edges = (self._edge(),)
-        n.saved = None
-        n.vc = ()
+        n = node1(_ScalarIdentity, self)
         return _wrap(out, n)
     return _wrap(out)
 
@@ -442,10 +427,7 @@ def pow(self, exponent):
         else:
             out = ad ** exponent
         if self._rg and _gs.enabled:
-            n = _new(PowBackward0)
-            n.next_edges = (self._edge(),)
-            n.saved = ad
-            n.vc = (saved_version(self),)
+            n = node1(PowBackward0, self, ad, (saved_version(self),))
             n.p = exponent
             return _wrap(out, n)
         return _wrap(out)
@@ -475,9 +457,7 @@ def rpow(self, base):
     if out.dtype != ed.dtype and ed.dtype.kind == "f":
         out = out.astype(ed.dtype)
     if self._rg and _gs.enabled:
-        n = _new(PowBackward2)
-        n.next_edges = (self._edge(),)
-        n.saved = out
+        n = node1(PowBackward2, self, out)
         n.base = base
         res = _wrap(out, n)
         n.vc = ((res._vc, 0, out, n, 0),)

@@ -1,6 +1,6 @@
 """Indexing: `x[key]` (views for basic keys, scatter-add backward for advanced keys), `x[key] = v`,
 gather, index_select, masked_fill."""
-from ._base import Node, Tensor, _gs, _new, _wrap, np, operand, reduce_to_shape
+from ._base import Node, Tensor, _gs, _new, _wrap, node1, np, operand, reduce_to_shape
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
@@ -108,10 +108,7 @@ def getitem(self, key):
     if not adv:
         rec = self._rg and _gs.enabled
         if rec:
-            n = _new(_basic_name(k))
-            n.next_edges = (self._edge(),)
-            n.saved = None
-            n.vc = ()
+            n = node1(_basic_name(k), self)
             n.shape = x.shape
             n.key = k
             r = _wrap(out, n, vc=self._vc)
@@ -123,10 +120,7 @@ def getitem(self, key):
         return r
     out = np.array(out, copy=True) if np.may_share_memory(out, x) else out
     if self._rg and _gs.enabled:
-        n = _new(IndexBackward0)
-        n.next_edges = (self._edge(),)
-        n.saved = None
-        n.vc = ()
+        n = node1(IndexBackward0, self)
         n.shape = x.shape
         n.key = k
         n.dup = _may_repeat(k)
@@ -205,10 +199,7 @@ def gather(self, dim, index):
     axis = dim % x.ndim
     out = np.take_along_axis(x, idx, axis=axis)
     if self._rg and _gs.enabled:
-        n = _new(GatherBackward0)
-        n.next_edges = (self._edge(),)
-        n.saved = idx
-        n.vc = ()
+        n = node1(GatherBackward0, self, idx)
         n.shape = x.shape
         n.axis = axis
         return _wrap(out, n)

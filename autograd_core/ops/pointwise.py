@@ -1,14 +1,12 @@
 """Element-wise functions, activations, clamp, minimum/maximum, where, comparisons."""
-from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, as_float, binary_result_dtype, const, next_seq, np,
-                    operand, reduce_to_shape, saved_version)
+from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, as_float, binary_result_dtype, const, next_seq, node1,
+                    np, operand, reduce_to_shape, saved_version)
 
 
 def _unary(cls, t, out, saved, save_out=False):
     """Wrap `out` and attach a node of `cls` if `t` needs grad."""
     if t._rg and _gs.enabled:
-        n = _new(cls)
-        n.next_edges = (t._edge(),)
-        n.saved = saved
+        n = node1(cls, t, saved)
         res = _wrap(out, n)
         n.vc = ((res._vc, 0, out, n, 0),) if save_out else (saved_version(t),)
         return res
@@ -141,10 +139,7 @@ def _zero_grad_unary(t, fn, name):
         cls = _ZERO_GRAD_CLASSES.get(name)
         if cls is None:
             cls = _ZERO_GRAD_CLASSES[name] = type(name, (_ZeroGrad,), {"__slots__": ()})
-        n = _new(cls)
-        n.next_edges = (t._edge(),)
-        n.saved = None
-        n.vc = ()
+        n = node1(cls, t)
         return _wrap(out, n)
     return _wrap(out)
 
@@ -179,10 +174,7 @@ def leaky_relu(self, negative_slope=0.01):
     else:
         out = np.where(x > 0, x, x * negative_slope).astype(x.dtype, copy=False)
     if self._rg and _gs.enabled:
-        n = _new(LeakyReluBackward0)
-        n.next_edges = (self._edge(),)
-        n.saved = x
-        n.vc = (saved_version(self),)
+        n = node1(LeakyReluBackward0, self, x, (saved_version(self),))
         n.slope = negative_slope
         return _wrap(out, n)
     return _wrap(out)
@@ -205,10 +197,7 @@ def softplus(self, beta=1.0, threshold=20.0):
     soft = (np.maximum(z, 0) + np.log1p(np.exp(-np.abs(z)))) / beta
     out = np.where(z > threshold, x, soft).astype(x.dtype, copy=False)
     if self._rg and _gs.enabled:
-        n = _new(SoftplusBackward0)
-        n.next_edges = (self._edge(),)
-        n.saved = x
-        n.vc = (saved_version(self),)
+        n = node1(SoftplusBackward0, self, x, (saved_version(self),))
         n.beta = beta
         n.threshold = threshold
         return _wrap(out, n)
@@ -227,10 +216,7 @@ def elu(self, alpha=1.0):
     x = as_float(self._data)
     out = np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))).astype(x.dtype, copy=False)
     if self._rg and _gs.enabled:
-        n = _new(EluBackward0)
-        n.next_edges = (self._edge(),)
-        n.saved = (x, out)
-        n.vc = (saved_version(self),)
+        n = node1(EluBackward0, self, (x, out), (saved_version(self),))
         n.alpha = alpha
         return _wrap(out, n)
     return _wrap(out)
@@ -294,10 +280,7 @@ def clamp(self, min=None, max=None):  # noqa: A002 - torch's names
         out = np.minimum(out, max)
     out = np.asarray(out).astype(x.dtype, copy=False)
     if self._rg and _gs.enabled:
-        n = _new(ClampBackward1)
-        n.next_edges = (self._edge(),)
-        n.saved = x
-        n.vc = (saved_version(self),)
+        n = node1(ClampBackward1, self, x, (saved_version(self),))
         n.lo = min
         n.hi = max
         return _wrap(out, n)
@@ -447,7 +430,8 @@ def nonzero(self, as_tuple=False):
 
 # ---------------------------------------------------------------------------------------------
 # Comparisons and logic (no gradient)
-def _cmp(ufunc):
+def _no_grad_binary(ufunc):
+    """A binary op without gradient (comparisons, logical and bitwise ops): `ufunc` on the data."""
     def op(self, other):
         other = operand(other)
         od = other._data if isinstance(other, Tensor) else other
@@ -456,29 +440,18 @@ def _cmp(ufunc):
     return op
 
 
-eq = _cmp(np.equal)
-ne = _cmp(np.not_equal)
-lt = _cmp(np.less)
-le = _cmp(np.less_equal)
-gt = _cmp(np.greater)
-ge = _cmp(np.greater_equal)
-
-
-def _logic(ufunc):
-    def op(self, other):
-        other = operand(other)
-        od = other._data if isinstance(other, Tensor) else other
-        return _wrap(np.asarray(ufunc(self._data, od)))
-    op.__name__ = ufunc.__name__
-    return op
-
-
-logical_and = _logic(np.logical_and)
-logical_or = _logic(np.logical_or)
-logical_xor = _logic(np.logical_xor)
-bitwise_and = _logic(np.bitwise_and)
-bitwise_or = _logic(np.bitwise_or)
-bitwise_xor = _logic(np.bitwise_xor)
+eq = _no_grad_binary(np.equal)
+ne = _no_grad_binary(np.not_equal)
+lt = _no_grad_binary(np.less)
+le = _no_grad_binary(np.less_equal)
+gt = _no_grad_binary(np.greater)
+ge = _no_grad_binary(np.greater_equal)
+logical_and = _no_grad_binary(np.logical_and)
+logical_or = _no_grad_binary(np.logical_or)
+logical_xor = _no_grad_binary(np.logical_xor)
+bitwise_and = _no_grad_binary(np.bitwise_and)
+bitwise_or = _no_grad_binary(np.bitwise_or)
+bitwise_xor = _no_grad_binary(np.bitwise_xor)
 
 
 def rbitwise_and(self, other):

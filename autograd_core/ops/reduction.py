@@ -1,5 +1,5 @@
 """Reductions (sum, mean, max/min, amax/amin, norm, var/std, prod, logsumexp, cumsum) and softmax."""
-from ._base import D, Node, Tensor, _gs, _new, _wrap, as_float, normalize_dims, np, saved_version
+from ._base import D, Node, Tensor, _gs, _wrap, as_float, node1, normalize_dims, np, saved_version
 
 
 def _expand_back(g, axes, keepdim, shape):
@@ -9,24 +9,11 @@ def _expand_back(g, axes, keepdim, shape):
     return np.broadcast_to(g, shape)
 
 
-def _attach(cls, t, out, saved, vc=None, **attrs):
-    n = _new(cls)
-    fn = t._fn
-    n.next_edges = ((fn, t._nr) if fn is not None else (t, 0),)
-    n.saved = saved
-    n.vc = (saved_version(t),) if vc is None else vc
-    for k, v in attrs.items():
-        setattr(n, k, v)
-    return _wrap(out, n)
-
-
-def _node1(cls, t):
-    """A single-input node for `t` with nothing saved (hot reductions set their own fields)."""
-    n = _new(cls)
-    fn = t._fn
-    n.next_edges = ((fn, t._nr) if fn is not None else (t, 0),)
-    n.saved = None
-    n.vc = ()
+def _reduced(cls, t, x, out, axes, keepdim):
+    """The node of a reduction of `t` (data `x`) to `out` over `axes` that saves both."""
+    n = node1(cls, t, (x, out), (saved_version(t),))
+    n.axes = axes
+    n.keepdim = keepdim
     return n
 
 
@@ -59,14 +46,14 @@ def sum(self, dim=None, keepdim=False, *, dtype=None):  # noqa: A001
     if dim is None:
         out = x.sum()
         if self._rg and _gs.enabled:
-            n = _node1(SumBackward0, self)
+            n = node1(SumBackward0, self)
             n.shape = x.shape
             return _wrap(out, n)
         return _wrap(out)
     axes = _axes(dim, x.ndim)
     out = x.sum(axis=axes, keepdims=keepdim)
     if self._rg and _gs.enabled:
-        n = _node1(SumBackward1, self)
+        n = node1(SumBackward1, self)
         n.shape, n.axes, n.keepdim = x.shape, axes, keepdim
         return _wrap(out, n)
     return _wrap(out)
@@ -104,7 +91,7 @@ def mean(self, dim=None, keepdim=False, *, dtype=None):
         n_el = x.size
         out = (x.sum() * x.dtype.type(1.0 / n_el)) if n_el else x.dtype.type(np.nan)
         if self._rg and _gs.enabled:
-            n = _node1(MeanBackward0, self)
+            n = node1(MeanBackward0, self)
             n.shape = x.shape
             return _wrap(out, n)
         return _wrap(out)
@@ -115,7 +102,7 @@ def mean(self, dim=None, keepdim=False, *, dtype=None):
     with np.errstate(invalid="ignore", divide="ignore"):
         out = x.sum(axis=axes, keepdims=keepdim) * x.dtype.type(1.0 / n_el if n_el else np.nan)
     if self._rg and _gs.enabled:
-        n = _node1(MeanBackward1, self)
+        n = node1(MeanBackward1, self)
         n.shape, n.axes, n.keepdim = x.shape, axes, keepdim
         return _wrap(out, n)
     return _wrap(out)
@@ -199,7 +186,7 @@ def _extremum(self, dim, keepdim, is_max, other=None):
                                "Specify the reduction dim with the 'dim' argument.")
         out = np.asarray(x.max() if is_max else x.min())
         if self._rg and _gs.enabled:
-            return _attach(MaxBackward1 if is_max else MinBackward1, self, out, (x, out), axes=(), keepdim=False)
+            return _wrap(out, _reduced(MaxBackward1 if is_max else MinBackward1, self, x, out, (), False))
         return _wrap(out)
     (axis,) = normalize_dims(dim, x.ndim)
     if x.ndim == 0:
@@ -213,8 +200,9 @@ def _extremum(self, dim, keepdim, is_max, other=None):
             vals = np.squeeze(vals, axis)
     idx = idx.astype(np.int64)
     if self._rg and _gs.enabled and x.ndim:
-        v = _attach(MaxBackward0 if is_max else MinBackward0, self, np.asarray(vals), idx, vc=(),
-                    axis=axis, keepdim=keepdim, shape=x.shape)
+        n = node1(MaxBackward0 if is_max else MinBackward0, self, idx)
+        n.axis, n.keepdim, n.shape = axis, keepdim, x.shape
+        v = _wrap(np.asarray(vals), n)
     else:
         v = _wrap(np.asarray(vals))
         if self._rg and _gs.enabled:
@@ -236,7 +224,7 @@ def amax(self, dim=(), keepdim=False):
     axes = normalize_dims(dim if dim != () else None, x.ndim)
     out = np.asarray(x.max(axis=axes, keepdims=keepdim))
     if self._rg and _gs.enabled:
-        return _attach(AmaxBackward0, self, out, (x, out), axes=axes, keepdim=keepdim)
+        return _wrap(out, _reduced(AmaxBackward0, self, x, out, axes, keepdim))
     return _wrap(out)
 
 
@@ -245,7 +233,7 @@ def amin(self, dim=(), keepdim=False):
     axes = normalize_dims(dim if dim != () else None, x.ndim)
     out = np.asarray(x.min(axis=axes, keepdims=keepdim))
     if self._rg and _gs.enabled:
-        return _attach(AminBackward0, self, out, (x, out), axes=axes, keepdim=keepdim)
+        return _wrap(out, _reduced(AminBackward0, self, x, out, axes, keepdim))
     return _wrap(out)
 
 
@@ -316,11 +304,9 @@ def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
     if p == 2:
         out = np.sqrt(np.sum(x * x, axis=ax, keepdims=keepdim))
         if self._rg and _gs.enabled:
-            n = _node1(LinalgVectorNormBackward0, self)
             out = np.asarray(out)
-            n.saved = (x, out)
-            n.vc = (saved_version(self),)
-            n.axes, n.keepdim, n.p = axes, keepdim, 2
+            n = _reduced(LinalgVectorNormBackward0, self, x, out, axes, keepdim)
+            n.p = 2
             return _wrap(out, n)
         return _wrap(out)
     a = np.abs(x)
@@ -336,7 +322,9 @@ def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
         out = np.sum(a ** p, axis=ax, keepdims=keepdim) ** (1.0 / p)
     out = np.asarray(out, dtype=x.dtype)
     if self._rg and _gs.enabled:
-        return _attach(LinalgVectorNormBackward0, self, out, (x, out), axes=axes, keepdim=keepdim, p=p)
+        n = _reduced(LinalgVectorNormBackward0, self, x, out, axes, keepdim)
+        n.p = p
+        return _wrap(out, n)
     return _wrap(out)
 
 
@@ -383,7 +371,9 @@ def _var(self, dim, unbiased, keepdim, correction, is_std):
     out = np.asarray(out, dtype=x.dtype)
     if self._rg and _gs.enabled:
         cls = StdBackward0 if is_std else VarBackward0
-        return _attach(cls, self, out, (x, out), axes=axes, keepdim=keepdim, denom=denom, is_std=is_std)
+        n = _reduced(cls, self, x, out, axes, keepdim)
+        n.denom, n.is_std = denom, is_std
+        return _wrap(out, n)
     return _wrap(out)
 
 
@@ -428,8 +418,8 @@ def prod(self, dim=None, keepdim=False, *, dtype=None):
     axes = normalize_dims(dim, x.ndim) if dim is not None else ()
     out = np.asarray(np.prod(x, axis=axes if dim is not None else None, keepdims=keepdim if dim is not None else False))
     if self._rg and _gs.enabled:
-        return _attach(ProdBackward0, self, out, (x, out), axes=axes if dim is not None else tuple(range(x.ndim)),
-                       keepdim=keepdim if dim is not None else False)
+        return _wrap(out, _reduced(ProdBackward0, self, x, out, axes if dim is not None else tuple(range(x.ndim)),
+                                   keepdim if dim is not None else False))
     return _wrap(out)
 
 
@@ -449,7 +439,9 @@ def cumsum(self, dim, *, dtype=None):
     (axis,) = normalize_dims(dim, x.ndim)
     out = np.cumsum(x, axis=axis) if x.ndim else x.copy()
     if self._rg and _gs.enabled:
-        return _attach(CumsumBackward0, self, np.asarray(out), None, vc=(), axis=axis)
+        n = node1(CumsumBackward0, self)
+        n.axis = axis
+        return _wrap(np.asarray(out), n)
     return _wrap(np.asarray(out))
 
 
@@ -474,8 +466,16 @@ def logsumexp(self, dim, keepdim=False):
         out = np.squeeze(out, axes)
     out = np.asarray(out, dtype=x.dtype)
     if self._rg and _gs.enabled:
-        return _attach(LogsumexpBackward0, self, out, (x, out), axes=axes, keepdim=keepdim)
+        return _wrap(out, _reduced(LogsumexpBackward0, self, x, out, axes, keepdim))
     return _wrap(out)
+
+
+def _saves_output(n, out, axis):
+    """`out` wrapped with the node `n` that saved it (softmax, log_softmax) along `axis`."""
+    n.axis = axis
+    res = _wrap(out, n)
+    n.vc = ((res._vc, 0, out, n, 0),)
+    return res
 
 
 class SoftmaxBackward0(Node):
@@ -511,9 +511,7 @@ def softmax(self, dim=None, dtype=None):
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         out = e / np.sum(e, axis=axis, keepdims=True)
     if self._rg and _gs.enabled:
-        res = _attach(SoftmaxBackward0, self, out, out, vc=(), axis=axis if x.ndim else None)
-        res._fn.vc = ((res._vc, 0, out, res._fn, 0),)
-        return res
+        return _saves_output(node1(SoftmaxBackward0, self, out), out, axis if x.ndim else None)
     return _wrap(out)
 
 
@@ -527,7 +525,5 @@ def log_softmax(self, dim=None, dtype=None):
         sh = x - m
         out = sh - np.log(np.sum(np.exp(sh), axis=axis, keepdims=True))
     if self._rg and _gs.enabled:
-        res = _attach(LogSoftmaxBackward0, self, out, out, vc=(), axis=axis if x.ndim else None)
-        res._fn.vc = ((res._vc, 0, out, res._fn, 0),)
-        return res
+        return _saves_output(node1(LogSoftmaxBackward0, self, out), out, axis if x.ndim else None)
     return _wrap(out)

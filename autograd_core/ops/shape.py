@@ -1,14 +1,16 @@
 """Shape ops (views share data and the version counter with their base), joins and splits, copies."""
-from ._base import D, Node, Tensor, _gs, _new, _wrap, normalize_dims, np
+from ._base import D, Node, Tensor, _gs, _new, _wrap, node1, normalize_dims, np
 
 
-def _view(t, out, cls, **attrs):
-    """`out` is a NumPy view of `t`'s data: share the version counter, remember the base."""
+def _view(t, out, cls, shape=None, **attrs):
+    """`out` is a NumPy view of `t`'s data: share the version counter, remember the base.
+
+    The node of class `cls` gets `shape` (most views keep the input's) and `attrs` as fields.
+    """
     if t._rg and _gs.enabled:
-        n = _new(cls)
-        n.next_edges = (t._edge(),)
-        n.saved = None
-        n.vc = ()
+        n = node1(cls, t)
+        if shape is not None:
+            n.shape = shape
         for k, v in attrs.items():
             setattr(n, k, v)
         r = _wrap(out, n, vc=t._vc)
@@ -87,12 +89,12 @@ def reshape_as(self, other):
     return reshape(self, other.shape)
 
 
-def _copy_result(t, out, cls, **attrs):
+def _copy_result(t, out, cls, shape=None, **attrs):
+    """`out` is a new array computed from `t`'s data (fields of the node as in `_view`)."""
     if t._rg and _gs.enabled:
-        n = _new(cls)
-        n.next_edges = (t._edge(),)
-        n.saved = None
-        n.vc = ()
+        n = node1(cls, t)
+        if shape is not None:
+            n.shape = shape
         for k, v in attrs.items():
             setattr(n, k, v)
         return _wrap(out, n)
@@ -443,10 +445,7 @@ class UnbindBackward0(_MultiOutput):
 def _multi_views(self, pieces, cls, axis):
     x = self._data
     if self._rg and _gs.enabled:
-        n = _new(cls)
-        n.next_edges = (self._edge(),)
-        n.saved = None
-        n.vc = ()
+        n = node1(cls, self)
         n.n_outputs = len(pieces)
         n.axis = axis
         n.shapes = [p.shape for p in pieces]

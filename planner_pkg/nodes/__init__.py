@@ -10,5 +10,8 @@ This is the only package that imports ``rclpy``. Modules:
     sim_bridge         node ``sim_bridge``: embedded simulator or Gazebo adapter
     planner_node       node ``planner``: any planner of ``planner_factory`` (``ego``, ``direct``)
     traj_server        node ``traj_server``: trajectory -> 100 Hz setpoints
+    policy_node        node ``policy``: the learned depth policy -> acceleration setpoints
+    fcu_bridge         node ``fcu_bridge``: PX4 / ArduPilot over MAVLink (planner_pkg.bridges.mavlink)
+    recorder           node ``recorder``: topics -> MCAP file (``bringup --record``)
     bringup            ``python -m planner_pkg bringup``: the launch graph without ``ros2 launch``
 """

@@ -73,6 +73,17 @@ PROFILES: Dict[str, tuple] = {
     "hardware": (PLANNER, TRAJ_SERVER, FCU_BRIDGE),
 }
 USE_SIM_TIME = {"sim": True, "gazebo": True, "hardware": False}
+# ``--planner policy`` in these profiles: the policy node flies setpoints itself, so it replaces
+# the planner and the trajectory server (launch/sim.launch.py ``planner:=policy`` does the same).
+POLICY_PROFILES = ("sim",)
+
+
+def profile_specs(profile: str, planner: Optional[str] = None) -> List[NodeSpec]:
+    """The nodes ``profile`` starts for ``planner`` (the launch files' node selection)."""
+    specs = list(PROFILES[profile])
+    if planner == "policy" and profile in POLICY_PROFILES:
+        specs = [POLICY if s is PLANNER else s for s in specs if s is not TRAJ_SERVER]
+    return specs
 
 
 def default_params_file(profile: str) -> Path:
@@ -134,8 +145,12 @@ def node_overrides(profile: str, spec: NodeSpec, args) -> List[str]:
         if args.world_bounds is not None:
             lo, hi = args.world_bounds
             out += ["-p", f"geofence_min_m:={_float_list(lo)}", "-p", f"geofence_max_m:={_float_list(hi)}"]
+    elif spec is POLICY:
+        if args.world_bounds is not None:
+            lo, hi = args.world_bounds
+            out += ["-p", f"geofence_min_m:={_float_list(lo)}", "-p", f"geofence_max_m:={_float_list(hi)}"]
     elif spec is RECORDER:
-        out += ["-p", f"output:={args.record}"]
+        out += ["-p", f"output:={Path(args.record).resolve()}"]  # absolute: always a YAML string
     return out
 
 
@@ -272,16 +287,25 @@ class Mission:
         self.thread.start()
         self.goal_sent = False
         self.planner_status = ""
+        self.wait_for_recorder = False  # --record: the goal goes out once the recorder listens too
 
     def _on_status(self, msg) -> None:
         from planner_pkg.nodes.conversions import status_values
 
         v = status_values(msg)
-        if v.get("name", "").endswith("planner"):
+        name = v.get("name", "")
+        if name.endswith("planner"):
             self.planner_status = v.get("goal_status", "")
             med = v.get("replan_ms_median", "n/a")
-            if med != "n/a":
+        elif name.endswith("policy"):  # the policy's "replan" is one network step
+            med = v.get("inference_ms_median", "n/a")
+        else:
+            return
+        try:
+            if med not in ("n/a", "none", ""):
                 self.replan_ms.append(float(med))
+        except ValueError:
+            pass
 
     def _on_odom(self, msg) -> None:
         from planner_pkg.nodes.conversions import odometry_to_state
@@ -318,13 +342,25 @@ class Mission:
 
         if self.goal_sent:
             return True
-        if self.goal_pub.get_subscription_count() == 0 or len(self.log) == 0:
+        if self.goal_pub.get_subscription_count() == 0 or len(self.log) == 0 or not self._goal_listeners_ready():
             return False
         with self.lock:
             self.t_goal = self.log.t[-1]
         self.goal_pub.publish(goal_to_pose(self.goal))
         self.goal_sent = True
         return True
+
+    def _goal_listeners_ready(self) -> bool:
+        """Every node that must hear the (volatile) goal is subscribed and matched: a flying node
+        (planner / policy: any subscriber but the recorder) and, with ``--record``, the recorder."""
+        try:
+            infos = self.node.get_subscriptions_info_by_topic(self.goal_pub.topic_name)
+        except Exception:  # noqa: BLE001 - graph query while shutting down
+            return False
+        names = {i.node_name for i in infos}
+        if not names - {"recorder"} or (self.wait_for_recorder and "recorder" not in names):
+            return False
+        return self.goal_pub.get_subscription_count() >= len(infos)
 
     def summary(self, planner: str, world_name: str, vehicle: str = "quadrotor"):
         """The mission as an :class:`~planner_pkg.sim.flight_log.EpisodeSummary` (fly's summary.json)."""
@@ -377,7 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=_point, metavar="X,Y,Z", help="start position, m")
     p.add_argument("--planner", help="planner name (ego, direct, policy)")
     p.add_argument("--namespace", default="", help="ROS namespace for every node (swarms); default none")
-    p.add_argument("--real-time-factor", type=float, help="simulated seconds per wall second")
+    p.add_argument("--real-time-factor", type=float,
+                   help="simulated seconds per wall second; 0 = as fast as the planner allows (lockstep)")
     p.add_argument("--use-sim-time", dest="use_sim_time", action="store_true", default=None)
     p.add_argument("--no-sim-time", dest="use_sim_time", action="store_false")
     p.add_argument("--single-process", action="store_true", help="all nodes in one process (one executor thread each)")
@@ -415,7 +452,7 @@ def _prepare(args) -> Optional[str]:
             return f"cannot load the world: {exc}"
         args.world = str(path.resolve())
         args.world_bounds = (np.asarray(args.world_obj.bounds_min), np.asarray(args.world_obj.bounds_max))
-    specs = list(PROFILES[args.profile])
+    specs = profile_specs(args.profile, args.planner)
     if args.record:
         if importlib.util.find_spec("mcap_ros2") is None:
             return "--record needs the MCAP writer: pip install mcap-ros2-support"
@@ -524,6 +561,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
                 mission = Mission(args.world_obj, args.goal, args.goal_tolerance, args.timeout,
                                   QuadrotorParams().collision_radius_m, args.namespace)
+                mission.wait_for_recorder = bool(args.record)
             while not stop.is_set():
                 sup.poll()
                 if sup.failed is not None:

@@ -38,6 +38,9 @@ TOPIC_PLANNING_MARKERS = "planning/markers"
 TOPIC_MAP_MARKERS = "map/markers"
 TOPIC_STATUS = "status"
 TOPIC_CLOCK = "/clock"
+# Simulation only (use_sim_time): the planner reports, as a rosgraph_msgs/Clock, the sim time of its
+# next tick; a sim_bridge in lockstep does not advance past it (sim_bridge.py, planner_node.py).
+TOPIC_LOCKSTEP = "planning/lockstep"
 
 
 def now_s(node) -> float:

@@ -24,6 +24,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from planner_pkg.config_schema import unwrap_optional
+
 __all__ = ["ParamSpec", "ParameterConfigError", "param_specs", "build_config", "ConfigParameters",
            "config_from_mapping", "flatten_yaml_block"]
 
@@ -77,15 +79,6 @@ def _doc_descriptions(cls) -> Dict[str, str]:
             continue
         last = []
     return out
-
-
-def _unwrap_optional(tp) -> Tuple[Any, bool]:
-    origin = typing.get_origin(tp)
-    if origin is typing.Union:
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if len(args) == 1 and len(typing.get_args(tp)) == 2:
-            return args[0], True
-    return tp, False
 
 
 def _kind_of(tp, default) -> Optional[str]:
@@ -143,7 +136,7 @@ def param_specs(config_cls, default=None, prefix: str = "", _path: Tuple[str, ..
         if f.name.startswith("_") or not f.init:
             continue
         value = getattr(default, f.name)
-        tp, optional = _unwrap_optional(hints.get(f.name, type(value)))
+        tp, optional = unwrap_optional(hints.get(f.name, type(value)))
         name = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(tp) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
             sub_cls = type(value) if value is not None else tp

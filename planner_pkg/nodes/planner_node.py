@@ -11,6 +11,15 @@ when it produced it (or the odometry stamp without one); ``time_from_start`` is 
 The latest trajectory is re-sent every ``republish_period_s`` so the trajectory server can tell
 a live planner from a dead one.
 
+Simulation lockstep: under ``use_sim_time`` (and ``lockstep_report``) every finished tick
+publishes the sim time of the next tick on ``planning/lockstep`` (rosgraph_msgs/Clock); a
+``sim_bridge`` with ``lockstep: true`` does not run sim time past it, so sim time stands still
+while the planner computes. The EGO planner's wall-clock safety nets (optimiser, A* and retry
+time limits) are then widened by ``sim_time_limit_scale`` so that its deterministic iteration and
+node budgets decide each plan, whatever the real-time factor or the machine's load; any safety
+net that still fires is logged and counted (status ``safety_net_hits``). On wall time (hardware)
+nothing of this applies: no report, the EGO limits as configured.
+
 Bad input is logged (throttled) and survives: non-finite odometry and unreadable clouds/images
 are dropped; a goal with NaN/inf, in another frame, outside the geofence or within
 ``goal_clearance_m`` of a point of the latest cloud is refused (status says why); when odometry
@@ -28,6 +37,7 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
+from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import Image, PointCloud2
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
@@ -82,6 +92,13 @@ class PlannerNodeConfig:
                                                                  "description": "occupied voxels shown within, m"})
     status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
     frame_id: str = field(default=conv.MAP_FRAME, metadata={"description": "world frame of all messages"})
+    lockstep_report: bool = field(default=True, metadata={"description":
+                                  "under use_sim_time: publish planning/lockstep (the sim time of the next tick) "
+                                  "after every tick, so a lockstep simulator waits for the planner"})
+    sim_time_limit_scale: float = field(default=10.0, metadata={"range": (1.0, 1000.0), "description":
+                                        "under use_sim_time with lockstep_report: the EGO planner's wall-clock "
+                                        "safety nets (optimiser, A*, retry time limits) are multiplied by this, "
+                                        "because sim time stands still while it plans (1 = as configured)"})
     camera: CameraParams = field(default_factory=CameraParams)
 
     def __post_init__(self):
@@ -138,6 +155,10 @@ class PlannerNode(Node):
         self.plans_published = 0
         self.counters = {"bad_odom": 0, "bad_cloud": 0, "bad_image": 0, "bad_goal": 0, "planner_errors": 0}
         self.depth_camera = DepthCamera(cfg.camera)
+        self.tick_clock_ms: list = []  # ROS-clock time that passed during each recent tick, ms (0 in lockstep)
+        self._safety_nets_logged = 0
+        self.pub_lockstep = self.create_publisher(ClockMsg, c.TOPIC_LOCKSTEP, c.CLOCK_QOS) \
+            if self.get_parameter("use_sim_time").value else None
 
         self.pub_traj = self.create_publisher(MultiDOFJointTrajectory, c.TOPIC_TRAJECTORY, c.TRAJECTORY_QOS)
         self.pub_markers = self.create_publisher(MarkerArray, c.TOPIC_PLANNING_MARKERS, c.MARKERS_QOS)
@@ -153,7 +174,9 @@ class PlannerNode(Node):
         self.create_timer(1.0 / cfg.status_rate_hz, self._publish_status)
         if cfg.markers_rate_hz > 0:
             self.create_timer(1.0 / cfg.markers_rate_hz, self._publish_markers)
-        self.log.info(f"planner '{cfg.planner}' ready at {self._rate_hz():g} Hz; input '{cfg.sensor_input}'")
+        self.log.info(f"planner '{cfg.planner}' ready at {self._rate_hz():g} Hz; input '{cfg.sensor_input}'"
+                      + (f"; lockstep reports on {c.TOPIC_LOCKSTEP}, EGO time limits x{self.time_limit_scale:g}"
+                         if self._lockstep_reporting() else ""))
 
     # -- configuration ---------------------------------------------------------------------------
     def _rate_hz(self) -> float:
@@ -162,13 +185,32 @@ class PlannerNode(Node):
             return cfg.rate_hz
         return float(getattr(self.planner, "rate_hz", 10.0) or 10.0)
 
+    def _lockstep_reporting(self) -> bool:
+        """Under sim time with ``lockstep_report``: report each finished tick for the simulator."""
+        return bool(self.params.config.lockstep_report and self.get_parameter("use_sim_time").value)
+
     def _start_plan_timer(self) -> None:
         if self._plan_timer is not None:
             self.destroy_timer(self._plan_timer)
         self._plan_timer = self.create_timer(1.0 / self._rate_hz(), self._tick)
 
+    def _report_tick(self) -> None:
+        """Publish the sim time of the next tick (this one is finished)."""
+        if self.pub_lockstep is None or not self.params.config.lockstep_report:
+            return
+        # the timer's own next call (on its grid), so a tick that started late does not shift the
+        # grid for good; now + period if the timer cannot say
+        until = self._plan_timer.time_until_next_call() if self._plan_timer is not None else None
+        if until is None:
+            until = int(1.0 / self._rate_hz() * 1e9)  # as rclpy's timer rounds its period
+        t = self.get_clock().now().nanoseconds + max(int(until), 0)
+        msg = ClockMsg()
+        msg.clock.sec, msg.clock.nanosec = t // 1_000_000_000, t % 1_000_000_000
+        self.pub_lockstep.publish(msg)
+
     def _build_planner(self) -> None:
         cfg = self.params.config
+        self.time_limit_scale = cfg.sim_time_limit_scale if self._lockstep_reporting() else 1.0
         try:
             if cfg.planner == "ego" and self._ego_planner_cls is not None and self.ego_params is not None:
                 ego = self.ego_params.config
@@ -176,6 +218,8 @@ class PlannerNode(Node):
                     from dataclasses import replace
 
                     ego = replace(ego, max_vel_mps=cfg.max_vel_mps)
+                if self.time_limit_scale != 1.0:
+                    ego = ego.with_time_limits_scaled(self.time_limit_scale)
                 self.planner = self._ego_planner_cls(ego)
             else:
                 self.planner = make_planner(cfg.planner, PlannerOptions(
@@ -190,6 +234,7 @@ class PlannerNode(Node):
         """A runtime parameter change: rebuild the planner and resume the current goal."""
         self._build_planner()
         self._start_plan_timer()
+        self._report_tick()  # a new period: tell a waiting simulator
         if self.goal is not None:
             self.goal_pending = True
 
@@ -319,6 +364,28 @@ class PlannerNode(Node):
         self.plans_published += 1
 
     def _tick(self) -> None:
+        tick_ns = self.get_clock().now().nanoseconds
+        try:
+            self._plan_tick()
+        finally:
+            # every tick, also one that planned nothing, tells a lockstep simulator it may go on
+            end_ns = self.get_clock().now().nanoseconds
+            self.tick_clock_ms.append(1e-6 * (end_ns - tick_ns))
+            del self.tick_clock_ms[:-100]
+            self._report_tick()
+            self._log_safety_nets()
+
+    def _log_safety_nets(self) -> None:
+        stats = getattr(self.planner, "stats", None)
+        hits = dict(getattr(stats, "safety_net_hits", None) or {})
+        total = sum(hits.values())
+        if total > self._safety_nets_logged:
+            self._safety_nets_logged = total
+            if self.throttle("safety_net"):
+                self.log.warning(f"EGO wall-clock safety nets fired {total} times so far ({hits}): those plans "
+                                 f"depend on this machine's speed and load (time limits x{self.time_limit_scale:g})")
+
+    def _plan_tick(self) -> None:
         cfg = self.params.config
         now = c.now_s(self)
         if self.planner is None or self.goal is None or self.state is None:
@@ -455,6 +522,9 @@ class PlannerNode(Node):
             ("reached", self.reached), ("odom_lost", self.odom_lost), ("plans_published", self.plans_published),
             ("replan_ms_median", f"{np.median(replan):.2f}" if replan else "n/a"),
             ("goal", "none" if self.goal is None else ",".join(f"{v:.3f}" for v in self.goal)),
+            ("lockstep_report", self._lockstep_reporting()), ("time_limit_scale", f"{self.time_limit_scale:g}"),
+            ("tick_clock_ms_max", f"{max(self.tick_clock_ms):.1f}" if self.tick_clock_ms else "n/a"),
+            ("safety_net_hits", sum((getattr(stats, "safety_net_hits", None) or {}).values())),
         ] + [(k, v) for k, v in self.counters.items()]
         self.pub_status.publish(conv.make_status(f"{self.get_name()}", level, message, values, now))
 

@@ -3,10 +3,24 @@
 ``mode: embedded`` (default) runs :class:`~planner_pkg.nodes.sim_stepper.EmbeddedSim` on a
 *wall-clock* timer (it is the clock source, so its own timer cannot run on sim time), advancing
 ``real_time_factor`` x the elapsed wall time per tick (at most ``max_step_s`` at once, so a stall
-slows the simulation rather than making it jump). It publishes ``/clock``, ``odom`` (100 Hz sim
-time), ``depth/image`` (32FC1, frame ``camera_optical``) and ``cloud`` (map frame) at the camera
-rate, ``map/markers`` (the world's obstacles, transient local) and ``status``, and tracks
-``setpoint``. A setpoint that cannot be read (partly NaN, inf, no points) is refused with a log
+slows the simulation rather than making it jump; ``real_time_factor: 0`` = as fast as possible,
+``max_step_s`` per tick). It publishes ``odom`` (100 Hz sim time), ``depth/image`` (32FC1, frame
+``camera_optical``) and ``cloud`` (map frame) at the camera rate, then ``/clock`` (so a node woken
+by the clock already has the data of that instant), ``map/markers`` (the world's obstacles,
+transient local) and ``status``, and tracks ``setpoint``.
+
+Lockstep (``lockstep: true``, like Gazebo's / PX4 SITL's): the planner publishes on
+``planning/lockstep`` (rosgraph_msgs/Clock) the sim time of its next planning tick each time it
+finishes one; the simulator never runs past the newest such time, so sim time stands still while
+the planner computes and the flight does not depend on the real-time factor, the machine's
+speed or its load. It engages with the first report (without a planner the simulator runs free)
+and is a bounded wait: a planner that has not reported for ``lockstep_timeout_s`` wall seconds at
+the barrier is logged (status ``lockstep_timeouts``) and the simulator runs free until it
+reports again (a dead, stuck or restarting planner never freezes the simulation). While engaged,
+sim time also advances in whole steps of ``lockstep_step_s`` on a fixed grid (multiples of it),
+each started only once the setpoint stamped at its start has arrived, so the vehicle follows the
+same reference samples at any pace (a setpoint stream that stalls past ``lockstep_timeout_s``
+turns this part off, logged). A setpoint that cannot be read (partly NaN, inf, no points) is refused with a log
 line and the vehicle holds where it is; none for ``setpoint_timeout_s`` also makes it hold.
 A collision freezes the vehicle and turns the status to ERROR.
 
@@ -87,8 +101,18 @@ class SimBridgeConfig:
                                                         "description": "start heading, rad"})
     vehicle: str = field(default="quadrotor", metadata={"choices": ("quadrotor", "point_mass"), "read_only": True,
                                                         "description": "vehicle model"})
-    real_time_factor: float = field(default=1.0, metadata={"range": (0.01, 100.0),
-                                                           "description": "sim seconds per wall second"})
+    real_time_factor: float = field(default=1.0, metadata={"range": (0.0, 100.0), "description":
+                                    "sim seconds per wall second (0 = as fast as possible: max_step_s per tick)"})
+    lockstep: bool = field(default=True, metadata={"description":
+                           "never run sim time past the planner's next tick (reported on planning/lockstep): "
+                           "the flight does not depend on real_time_factor or machine load; false = free running"})
+    lockstep_timeout_s: float = field(default=2.0, metadata={"range": (0.01, 60.0), "description":
+                                      "wall seconds to wait for the planner at a lockstep barrier before running on "
+                                      "without it (logged and counted)"})
+    lockstep_step_s: float = field(default=0.02, metadata={"range": (0.0, 1.0), "description":
+                                   "in lockstep, sim time advances in steps of this many seconds on a fixed grid, "
+                                   "each waiting for the setpoint of its start, s (a multiple of the trajectory "
+                                   "server's period; 0 = do not wait for setpoints)"})
     step_period_s: float = field(default=0.01, metadata={"range": (0.001, 0.1), "read_only": True,
                                                          "description": "wall period of the stepping timer, s"})
     max_step_s: float = field(default=0.05, metadata={"range": (0.001, 1.0),
@@ -105,6 +129,9 @@ class SimBridgeConfig:
     publish_cloud: bool = field(default=True, metadata={"description": "publish cloud"})
     setpoint_timeout_s: float = field(default=0.5, metadata={"range": (0.01, 60.0), "description":
                                       "hold position when no setpoint came for this long (sim time), s"})
+    setpoint_extrapolation_s: float = field(default=0.05, metadata={"range": (0.0, 1.0), "read_only": True,
+                                            "description": "follow a position+velocity setpoint forward by its "
+                                            "feed-forward for at most this long after its stamp, s (0 = hold it)"})
     seed: int = field(default=0, metadata={"range": (0, 2**31 - 1), "read_only": True,
                                            "description": "sensor noise seed"})
     status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
@@ -125,6 +152,8 @@ class SimBridgeConfig:
             raise ValueError(f"start_m must be three finite numbers, got {list(self.start_m)}")
         if self.control_rate_hz > self.dynamics_rate_hz or self.camera_rate_hz > self.dynamics_rate_hz:
             raise ValueError("control_rate_hz and camera_rate_hz cannot exceed dynamics_rate_hz")
+        if self.lockstep_step_s > self.max_step_s:
+            raise ValueError(f"lockstep_step_s ({self.lockstep_step_s}) cannot exceed max_step_s ({self.max_step_s})")
 
 
 class SimBridge(Node):
@@ -134,7 +163,7 @@ class SimBridge(Node):
         cfg = self.params.config
         self.log = self.get_logger()
         self.throttle = c.Throttle(2.0)
-        self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0}
+        self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0, "lockstep_waits": 0, "lockstep_timeouts": 0}
         self.events: list = []
         self.pub_odom = self.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
         self.pub_cloud = self.create_publisher(PointCloud2, c.TOPIC_CLOUD, c.SENSOR_QOS)
@@ -168,7 +197,8 @@ class SimBridge(Node):
                                    dynamics_rate_hz=cfg.dynamics_rate_hz, control_rate_hz=cfg.control_rate_hz,
                                    camera_rate_hz=cfg.camera_rate_hz, odom_rate_hz=cfg.odom_rate_hz,
                                    camera=cfg.camera, with_points=cfg.publish_cloud,
-                                   setpoint_timeout_s=cfg.setpoint_timeout_s, seed=cfg.seed)
+                                   setpoint_timeout_s=cfg.setpoint_timeout_s, seed=cfg.seed,
+                                   setpoint_extrapolation_s=cfg.setpoint_extrapolation_s)
         except ValueError as exc:
             raise ParameterConfigError(f"simulator refused its parameters: {exc}") from None
         if float(self.world.signed_distance(start)) < self.sim.radius_m:
@@ -179,13 +209,24 @@ class SimBridge(Node):
         self.pub_depth = self.create_publisher(Image, c.TOPIC_DEPTH, c.SENSOR_QOS)
         self.pub_map = self.create_publisher(MarkerArray, c.TOPIC_MAP_MARKERS, c.LATCHED_QOS)
         self.pub_map.publish(conv.world_to_markers(self.world, 0.0, cfg.map_frame))
-        self.tf = _tf_broadcaster(self)
+        self.tf = c.tf_broadcaster(self)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self._last_wall: Optional[float] = None
+        self._carry_s = 0.0  # sim time due but not yet stepped (less than one dynamics step)
+        self._grant: Optional[float] = None  # lockstep: sim time the planner allows (None = not engaged)
+        self._blocked_since: Optional[float] = None  # wall time the simulator reached the grant
+        self._lockstep_wait_s = 0.0  # wall time spent waiting for the planner, s
+        self._setpoint_stamp: Optional[float] = None  # newest setpoint header stamp, s (sim time)
+        self._setpoint_lockstep = cfg.lockstep_step_s > 0  # off after a setpoint timeout
+        self._waiting_for = ""
+        self._at_limit = False  # the last step was cut short by lockstep
+        self.create_subscription(ClockMsg, c.TOPIC_LOCKSTEP, self._on_lockstep, c.CLOCK_QOS)
         self._publish_clock(0.0)
         self._step_timer = self.create_timer(cfg.step_period_s, self._step, clock=self._wall)
+        pace = "as fast as possible" if cfg.real_time_factor == 0 else f"x{cfg.real_time_factor:g} real time"
         self.log.info(f"embedded simulator: world {self.world_path} ({len(self.world.obstacles)} obstacles), "
-                      f"start {start.tolist()}, {cfg.vehicle}, x{cfg.real_time_factor:g} real time")
+                      f"start {start.tolist()}, {cfg.vehicle}, {pace}"
+                      f"{', lockstep with the planner' if cfg.lockstep else ''}")
 
     def _publish_clock(self, t: float) -> None:
         self.pub_clock.publish(ClockMsg(clock=conv.seconds_to_stamp(t)))
@@ -195,10 +236,26 @@ class SimBridge(Node):
         wall = time.monotonic()
         elapsed = cfg.step_period_s if self._last_wall is None else wall - self._last_wall
         self._last_wall = wall
-        out = self.sim.advance(min(elapsed * cfg.real_time_factor, cfg.max_step_s))
+        want = cfg.max_step_s if cfg.real_time_factor == 0 else min(elapsed * cfg.real_time_factor, cfg.max_step_s)
+        self._carry_s = min(self._carry_s + want, cfg.max_step_s)
+        n = int(math.floor(self._carry_s / self.sim.dt + 1e-6))
+        allowed = self._lockstep_allowance(wall)
+        if allowed is not None and cfg.lockstep_step_s > 0:
+            # whole steps on the grid only: the setpoints and ticks of a lockstep flight fall on the
+            # same sim times at any pace
+            q = cfg.lockstep_step_s
+            boundary = (math.floor(self.sim.t / q + 1e-6) + 1) * q
+            whole = self.sim.steps_until(boundary)
+            n = whole if n >= whole else 0
+        self._at_limit = allowed is not None and allowed <= n
+        if self._at_limit:
+            n = allowed  # the rest stays due (at most max_step_s): caught up once lockstep allows
+        self._carry_s = max(self._carry_s - n * self.sim.dt, 0.0)
+        if n <= 0:
+            return
+        out = self.sim.advance_steps(n)
         for text in out.events:
             self._event(text)
-        self._publish_clock(self.sim.t)
         for state in out.odometry:
             self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
         if out.odometry and self.tf is not None:
@@ -209,6 +266,81 @@ class SimBridge(Node):
                 self.pub_depth.publish(conv.depth_to_image(frame.depth, frame.t, cfg.camera_frame))
             if cfg.publish_cloud and frame.points is not None:
                 self.pub_cloud.publish(conv.points_to_cloud(frame.points, frame.t, cfg.map_frame))
+        # the clock last: a node whose timer this wakes already has the odometry and frames of now
+        self._publish_clock(self.sim.t)
+
+    # -- lockstep --------------------------------------------------------------------------------
+    def _lockstep_state(self) -> str:
+        if not self.params.config.lockstep:
+            return "off"
+        if self._grant is None:
+            return "free (no planner report)" if self.counters["lockstep_timeouts"] == 0 else \
+                "free (planner timed out; waiting for it to report again)"
+        if self._blocked_since is not None:
+            return f"waiting for the {self._waiting_for}"
+        return "engaged" + ("" if self._setpoint_lockstep else " (planner only)")
+
+    def _lockstep_allowance(self, wall: float) -> Optional[int]:
+        """Dynamics steps lockstep allows now (None = no limit: lockstep off or not engaged)."""
+        cfg = self.params.config
+        if not cfg.lockstep or self._grant is None:
+            return None
+        who, limit = "planner", self._grant
+        if self._setpoint_lockstep and self._setpoint_stamp is not None \
+                and self._setpoint_stamp + cfg.lockstep_step_s < limit:
+            who, limit = "setpoints", self._setpoint_stamp + cfg.lockstep_step_s
+        n = self.sim.steps_until(limit)
+        if n > 0:
+            self._end_wait(wall)
+            return n
+        if self._blocked_since is None or self._waiting_for != who:
+            self._end_wait(wall)
+            self._blocked_since, self._waiting_for = wall, who
+            if who == "planner":
+                self.counters["lockstep_waits"] += 1
+            return 0
+        waited = wall - self._blocked_since
+        if waited < cfg.lockstep_timeout_s:
+            return 0
+        self.counters["lockstep_timeouts"] += 1
+        self._end_wait(wall)
+        if who == "planner":
+            self._event(f"lockstep: the planner asked for sim time up to {self._grant:.3f} s and has not reported "
+                        f"for {waited:.2f} s wall (lockstep_timeout_s = {cfg.lockstep_timeout_s:g}); running free "
+                        f"until it reports again ({self.counters['lockstep_timeouts']} timeouts so far)")
+            self._grant = None
+            return None
+        self._setpoint_lockstep = False
+        self._event(f"lockstep: no setpoint newer than {self._setpoint_stamp:.3f} s for {waited:.2f} s wall "
+                    f"(lockstep_step_s = {cfg.lockstep_step_s:g} must be a multiple of the setpoint period); no "
+                    f"longer waiting for setpoints, still for the planner")
+        return self._lockstep_allowance(wall)
+
+    def _end_wait(self, wall: float) -> None:
+        if self._blocked_since is not None:
+            self._lockstep_wait_s += wall - self._blocked_since
+            self._blocked_since = None
+
+    def _setpoint_arrived(self, msg: MultiDOFJointTrajectory) -> None:
+        t = conv.stamp_to_seconds(msg.header.stamp)
+        if math.isfinite(t) and (self._setpoint_stamp is None or t > self._setpoint_stamp):
+            self._setpoint_stamp = t
+            if self._at_limit:
+                self._step()  # resume at once rather than at the next timer tick
+
+    def _on_lockstep(self, msg: ClockMsg) -> None:
+        t = conv.stamp_to_seconds(msg.clock)
+        if not self.params.config.lockstep or self.sim is None:
+            return
+        if not (math.isfinite(t) and t >= 0.0):
+            if self.throttle("lockstep"):
+                self.log.warning(f"lockstep report refused: time {t!r} s")
+            return
+        if self._grant is None:
+            self.log.info(f"lockstep engaged at sim time {self.sim.t:.3f} s: the planner paces the simulation")
+        self._grant = t
+        if self._at_limit:
+            self._step()  # resume at once rather than at the next timer tick
 
     def _event(self, text: str) -> None:
         self.events.append(text)
@@ -226,6 +358,8 @@ class SimBridge(Node):
         except ValueError as exc:
             self.counters["bad_setpoints"] += 1
             held = self.sim.hold() if self.sim is not None else None
+            if self.sim is not None:
+                self._setpoint_arrived(msg)  # refused, but the sender is alive and in step
             if self.throttle("setpoint"):
                 where = "" if held is None else f"; holding at {np.round(held.position, 2).tolist()}"
                 self.log.warning(f"setpoint refused ({self.counters['bad_setpoints']} so far): {exc}{where}")
@@ -236,7 +370,8 @@ class SimBridge(Node):
             return
         self.counters["setpoints"] += 1
         if self.sim is not None:
-            self.sim.set_setpoint(setpoint)
+            self.sim.set_setpoint(setpoint, conv.stamp_to_seconds(msg.header.stamp))
+            self._setpoint_arrived(msg)
         else:
             self._gz_setpoint = setpoint
             self._gz_command(setpoint)
@@ -251,7 +386,7 @@ class SimBridge(Node):
         self.pub_enable.publish(Bool(data=True))  # the velocity controller ignores commands until enabled
         self.create_subscription(Odometry, "gz/odom", self._on_gz_odom, c.ODOM_QOS)
         self.create_subscription(Image, c.TOPIC_DEPTH, self._on_gz_depth, c.SENSOR_QOS)
-        self.tf = _tf_broadcaster(self)
+        self.tf = c.tf_broadcaster(self)
         self.log.info("gazebo mode: gz/odom -> odom, depth/image -> cloud, setpoint -> gz/cmd_vel")
 
     def _on_gz_odom(self, msg: Odometry) -> None:
@@ -321,7 +456,9 @@ class SimBridge(Node):
                        ("collision", self.sim.monitor.collided),
                        ("min_clearance_m", f"{self.sim.monitor.min_clearance_m:.3f}"),
                        ("position", ",".join(f"{v:.3f}" for v in s.position)), ("world", self.world_path),
-                       ("out_of_bounds", self.sim.out_of_bounds)]
+                       ("out_of_bounds", self.sim.out_of_bounds), ("lockstep", self._lockstep_state()),
+                       ("lockstep_grant_s", "none" if self._grant is None else f"{self._grant:.3f}"),
+                       ("lockstep_wait_wall_s", f"{self._lockstep_wait_s + (time.monotonic() - self._blocked_since if self._blocked_since is not None else 0.0):.3f}")]
             stamp = self.sim.t
         else:
             level = "ok" if self.gz_state is not None else "warn"
@@ -331,27 +468,6 @@ class SimBridge(Node):
         if self.events:
             values.append(("last_event", self.events[-1]))
         self.pub_status.publish(conv.make_status(self.get_name(), level, message, values, stamp))
-
-
-def _tf_broadcaster(node):
-    """A function publishing map -> base_link on /tf when tf2_ros is importable (real installs)."""
-    try:
-        from geometry_msgs.msg import TransformStamped
-        from tf2_ros import TransformBroadcaster
-    except ImportError:
-        return None
-    broadcaster = TransformBroadcaster(node)
-
-    def send(state: VehicleState, parent: str, child: str) -> None:
-        tf = TransformStamped()
-        tf.header.stamp = conv.seconds_to_stamp(state.t)
-        tf.header.frame_id, tf.child_frame_id = parent, child
-        tf.transform.translation.x, tf.transform.translation.y, tf.transform.translation.z = state.position.tolist()
-        q = state.attitude.tolist()
-        tf.transform.rotation.x, tf.transform.rotation.y, tf.transform.rotation.z, tf.transform.rotation.w = q
-        broadcaster.sendTransform(tf)
-
-    return send
 
 
 def main(args=None) -> int:

@@ -6,6 +6,12 @@ each at its own rate on one simulated clock, but the reference comes from outsid
 (:meth:`EmbeddedSim.set_setpoint`) and ``advance(dt)`` returns what the sensors produced so the
 node can publish it.
 
+A setpoint is the reference at its stamp. With position and velocity given, the controller
+follows it forward in time with its own feed-forward (first-order hold: ``p + v dt + a dt^2 / 2``,
+``v + a dt``, yaw by ``yaw_rate``) for at most ``setpoint_extrapolation_s`` after the stamp, so the
+tracking matches the closed-loop runner's (which samples the trajectory at every control step)
+whether setpoints come every 10 ms or every 20 ms; 0 = hold each setpoint as it is.
+
 Safety behaviour, like a flight controller in offboard mode: before the first setpoint the
 vehicle holds its start; when no setpoint arrived for ``setpoint_timeout_s`` of simulated time it
 holds where it is (latched) until a new one arrives. A collision or a non-finite state freezes
@@ -63,7 +69,7 @@ class EmbeddedSim:
     def __init__(self, world, start, start_yaw: float = 0.0, *, vehicle: str = "quadrotor",
                  dynamics_rate_hz: float = 500.0, control_rate_hz: float = 250.0, camera_rate_hz: float = 30.0,
                  odom_rate_hz: float = 100.0, camera: CameraParams = CameraParams(), with_points: bool = True,
-                 setpoint_timeout_s: float = 0.5, seed: int = 0):
+                 setpoint_timeout_s: float = 0.5, seed: int = 0, setpoint_extrapolation_s: float = 0.0):
         start = np.asarray(start, dtype=np.float64)
         if start.shape != (3,) or not np.isfinite(start).all():
             raise ValueError(f"start must be a finite (3,) position in metres, got {start}")
@@ -86,6 +92,10 @@ class EmbeddedSim:
         self._camera = _Every(camera_rate_hz if self.camera is not None else 0.0)
         self._odom = _Every(odom_rate_hz)
         self.setpoint_timeout_s = setpoint_timeout_s
+        if not (math.isfinite(setpoint_extrapolation_s) and setpoint_extrapolation_s >= 0):
+            raise ValueError(f"setpoint_extrapolation_s must be >= 0, got {setpoint_extrapolation_s!r}")
+        self.setpoint_extrapolation_s = float(setpoint_extrapolation_s)
+        self._reference_stamp = 0.0  # sim time the reference describes
         self.steps = 0
         self.t = 0.0
         self.reference: Setpoint = Setpoint.hold(start, start_yaw)
@@ -98,13 +108,30 @@ class EmbeddedSim:
         self._frozen_state: Optional[VehicleState] = None
 
     # -- inputs ----------------------------------------------------------------------------------
-    def set_setpoint(self, setpoint: Setpoint) -> None:
-        """Track ``setpoint`` from now on (an empty one is refused with ValueError)."""
+    def set_setpoint(self, setpoint: Setpoint, stamp: Optional[float] = None) -> None:
+        """Track ``setpoint`` from now on (an empty one is refused with ValueError); ``stamp``:
+        the sim time it describes (default: now)."""
         if setpoint.is_empty:
             raise ValueError("empty setpoint: no position, velocity or acceleration given")
         self.reference = setpoint
         self.reference_time = self.t
+        # a stamp from another clock (0, wall time, far behind) says nothing: then it is now
+        usable = stamp is not None and math.isfinite(stamp) and self.t - self.setpoint_extrapolation_s <= stamp <= self.t
+        self._reference_stamp = float(stamp) if usable else self.t
         self.holding = False
+
+    def _reference_at(self, t: float) -> Setpoint:
+        """The reference at ``t``: the setpoint followed forward by its feed-forward (see above)."""
+        sp = self.reference
+        dt = min(t - self._reference_stamp, self.setpoint_extrapolation_s)
+        if self.holding or dt <= 0.0 or not (sp.has_position and sp.has_velocity):
+            return sp
+        a = sp.acceleration if sp.has_acceleration else np.zeros(3)
+        yaw = sp.yaw
+        if math.isfinite(yaw) and math.isfinite(sp.yaw_rate):
+            yaw = math.remainder(yaw + sp.yaw_rate * dt, 2.0 * math.pi)
+        return Setpoint(sp.position + sp.velocity * dt + 0.5 * a * dt * dt, sp.velocity + a * dt, sp.acceleration,
+                        yaw=yaw, yaw_rate=sp.yaw_rate)
 
     def hold(self) -> Setpoint:
         """Hold where the vehicle is now (latched) and return that setpoint."""
@@ -124,11 +151,38 @@ class EmbeddedSim:
     # -- stepping --------------------------------------------------------------------------------
     def advance(self, duration_s: float) -> SimOutputs:
         """Advance the simulation by ``duration_s`` (rounded to whole dynamics steps)."""
+        return self.advance_steps(max(int(round(duration_s / self.dt)), 0))
+
+    def steps_until(self, t: float) -> int:
+        """Whole dynamics steps from now until sim time reaches ``t`` s or just beyond (0 if past)."""
+        if not math.isfinite(t):
+            raise ValueError(f"target time must be finite, got {t!r}")
+        return max(int(math.ceil(t / self.dt - 1e-7)) - self.steps, 0)
+
+    def advance_steps(self, n: int) -> SimOutputs:
+        """Advance by ``n`` whole dynamics steps."""
         out = SimOutputs()
-        n = max(int(round(duration_s / self.dt)), 0)
+        n = max(int(n), 0)
         for _ in range(n):
             self._step(out)
+        if n:
+            self._sense_now(out)
         return out
+
+    def _sense_now(self, out: SimOutputs) -> None:
+        """Odometry and a camera frame due at the time the advance ended, now rather than at the
+        start of the next advance: whoever wakes on this time (a planner tick) gets the data of this
+        instant, as the closed-loop runner's planner does. (The next step then finds them done.)"""
+        if self.crashed or not self.vehicle.is_finite():
+            return
+        t = self.t
+        odom_due, camera_due = self._odom.due(t), self._camera.due(t)
+        if odom_due or camera_due:
+            state = self.state()
+            if camera_due:
+                out.frames.append(self.camera.render(self.world, state, with_points=self.with_points))
+            if odom_due:
+                out.odometry.append(state)
 
     def _step(self, out: SimOutputs) -> None:
         t = self.steps * self.dt
@@ -164,7 +218,7 @@ class EmbeddedSim:
             if odom_due:
                 out.odometry.append(state)
             if control_due or self._command is None:
-                self._command = self.controller.update(state, self.reference, self.control_dt)
+                self._command = self.controller.update(state, self._reference_at(t), self.control_dt)
         self.vehicle.step(self._command, self.dt)
         self.steps += 1
         self.t = self.steps * self.dt

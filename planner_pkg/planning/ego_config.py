@@ -3,7 +3,7 @@ are views of it, see :meth:`EgoConfig.from_dict`)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
 from planner_pkg.planning.grid_map import GridMapConfig
@@ -105,6 +105,21 @@ class EgoConfig:
         for name, cls in (("map", GridMapConfig), ("optimizer", OptimizerConfig), ("yaw", YawConfig)):
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"EgoConfig.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
+
+    def with_time_limits_scaled(self, factor: float) -> "EgoConfig":
+        """This config with every wall-clock safety net multiplied by ``factor`` (>= 1): the
+        optimiser's ``max_time_s``, A*'s ``max_time_s`` and ``retry_budget_s``. The deterministic
+        budgets (L-BFGS iterations, A* expansions) are unchanged and then decide the result alone
+        unless the machine is ``factor`` times slower than the limits assume. Used where the clock
+        stands still while the planner thinks (a lockstep simulation)."""
+        if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor >= 1.0):
+            raise ValueError(f"time limit scale must be a finite number >= 1, got {factor!r}")
+        if factor == 1.0:
+            return self
+        opt = self.optimizer
+        astar = replace(opt.astar, max_time_s=opt.astar.max_time_s * factor)
+        return replace(self, retry_budget_s=self.retry_budget_s * factor,
+                       optimizer=replace(opt, max_time_s=opt.max_time_s * factor, astar=astar))
 
     @property
     def knot_dt_s(self) -> float:

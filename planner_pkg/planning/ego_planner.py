@@ -15,6 +15,13 @@ runs one replan, and the replan state machine (:mod:`planner_pkg.planning.replan
 
 Every call does a bounded amount of work: at most ``_MAX_STEPS`` FSM steps, each at most one
 replan, whose optimiser and A* have their own iteration, node and time budgets.
+
+The iteration and node budgets are deterministic: they decide the result on any machine. The
+wall-clock limits (``optimizer.max_time_s``, ``optimizer.astar.max_time_s``,
+``retry_budget_s``) are safety nets against a pathological plan; when one fires the result
+depends on the machine's speed and load, so every firing is counted in
+``stats.safety_net_hits`` and logged. Where the clock stands still while the planner thinks (a
+lockstep simulation) they can be widened with :meth:`EgoConfig.with_time_limits_scaled`.
 """
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import List, Optional, Union
+from typing import Dict, List, Optional, Union
 
 import numpy as np
 
@@ -51,6 +58,12 @@ class PlannerStats:
     fuse_ms: List[float] = field(default_factory=list)  # map update per sensor frame
     emergency_stops: int = 0
     bad_frames: int = 0
+    # wall-clock safety nets that fired: optimizer_time, astar_time, retry_time -> count
+    safety_net_hits: Dict[str, int] = field(default_factory=dict)
+
+    @property
+    def safety_net_total(self) -> int:
+        return sum(self.safety_net_hits.values())
 
 
 class EgoPlanner:
@@ -246,13 +259,19 @@ class EgoPlanner:
             # newly blocked trajectory also A*; the others come in the next ticks if it fails
             attempts = attempts[:2] if self._collision_time is not None else attempts[:1]
         out = None
+        hits: Dict[str, int] = {}
         for k, kw in enumerate(attempts):
             if k > 0 and time.perf_counter() - t0 > self.config.retry_budget_s * scale:
+                hits["retry_time"] = 1  # guesses left untried for lack of wall time
                 break
             out = self.manager.plan(p, v, a, target, tvel, state.t, yaw, time_scale=scale, **kw)
+            for name, n in out.safety_net_hits().items():
+                hits[name] = hits.get(name, 0) + n
             if out.success:
                 break
         out.time_s = time.perf_counter() - t0
+        if hits:
+            self._safety_nets(state.t, hits, out.success)
         self.stats.replan_ms.append(1e3 * out.time_s)
         self.stats.replan_ok.append(out.success)
         if out.success:
@@ -391,6 +410,20 @@ class EgoPlanner:
         return True, None
 
     # -- reporting -------------------------------------------------------------------------------
+    def _safety_nets(self, t: float, hits: Dict[str, int], success: bool) -> None:
+        """Count wall-clock safety nets that fired in one plan; log the first few and then every 20th."""
+        total = self.stats.safety_net_hits
+        for name, n in hits.items():
+            total[name] = total.get(name, 0) + n
+        count = self.stats.safety_net_total
+        if count <= 3 or count % 20 == 0:
+            c, o = self.config, self.config.optimizer
+            logger.warning("t=%.3f s: wall-clock safety net fired (%s; plan %s; %d so far): the result depends on "
+                           "this machine's speed and load (limits: optimiser %.0f ms, A* %.0f ms, retries %.0f ms, "
+                           "x%.3g when hovering or after failures)", t, ", ".join(sorted(hits)),
+                           "succeeded" if success else "failed", count, 1e3 * o.max_time_s,
+                           1e3 * o.astar.max_time_s, 1e3 * c.retry_budget_s, c.max_time_scale)
+
     def _event(self, t: Optional[float], text: str) -> None:
         line = text if t is None else f"t={t:.3f} s: {text}"
         logger.warning(line)

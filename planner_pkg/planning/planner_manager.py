@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from planner_pkg.planning.collision_pairs import curve_collision_time
-from planner_pkg.planning.astar import astar_search
+from planner_pkg.planning.astar import AStarStatus, astar_search
 from planner_pkg.planning.initial_path import guided_spline, initial_spline, shortcut
 from planner_pkg.planning.rebound import OptimizerConfig, ReboundOptimizer, ReboundResult
 from planner_pkg.planning.trajectory import BsplineTrajectory, YawConfig
@@ -25,6 +25,8 @@ class PlanOutcome:
     trajectory: the new trajectory (None on failure); message: what happened, in words;
     optimize, refine: the optimiser's reports (None where that stage did not run);
     time_s: wall time of the whole replan, s.
+    guide_time_limited: the A* search for the guided initial guess was stopped by its wall-clock
+        safety net (``astar.max_time_s``), not by its node budget.
     """
 
     trajectory: Optional[BsplineTrajectory]
@@ -32,10 +34,23 @@ class PlanOutcome:
     optimize: Optional[ReboundResult] = None
     refine: Optional[ReboundResult] = None
     time_s: float = 0.0
+    guide_time_limited: bool = False
 
     @property
     def success(self) -> bool:
         return self.trajectory is not None
+
+    def safety_net_hits(self) -> dict:
+        """Which wall-clock safety nets fired in this plan: {name: count}, names ``optimizer_time``
+        (rebound optimiser's max_time_s) and ``astar_time`` (A*'s max_time_s, guided guess and
+        guide paths). Empty when the deterministic budgets alone decided the result."""
+        hits = {}
+        astar = int(self.guide_time_limited) + (self.optimize.astar_time_limits if self.optimize else 0)
+        if self.optimize is not None and self.optimize.wall_time_limited:
+            hits["optimizer_time"] = 1
+        if astar:
+            hits["astar_time"] = astar
+        return hits
 
 
 class PlanManager:
@@ -73,7 +88,8 @@ class PlanManager:
             search = astar_search(self.map, p0, target, astar_cfg)
             if not search.success:
                 return PlanOutcome(None, f"no guide path to the target: {search.message}",
-                                   time_s=time.perf_counter() - t0)
+                                   time_s=time.perf_counter() - t0,
+                                   guide_time_limited=search.status is AStarStatus.TIME_LIMIT)
             guess = guided_spline(shortcut(self.map, search.path, c.check_step_m), v0, a0, target_vel,
                                   c.max_vel_mps, c.max_acc_mps2, self.knot_dt)
         else:

@@ -27,7 +27,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 from scipy.optimize import minimize
 
-from planner_pkg.planning.astar import AStarConfig
+from planner_pkg.planning.astar import AStarConfig, AStarStatus
 from planner_pkg.planning.bspline import UniformBSpline
 from planner_pkg.planning.collision_pairs import (Segment, collision_segments, curve_collision_time, guide_path,
                                                   pairs_from_path)
@@ -148,6 +148,9 @@ class ReboundResult:
     iterations, evaluations: L-BFGS totals; rebounds, doublings: restarts used;
     astar_calls, astar_failures: guide-path searches; pairs: {p, v} pairs at the end;
     time_ratio: time stretch applied by refine (1 = none); time_s: wall time, s.
+    wall_time_limited: the wall-clock safety net ``max_time_s`` (not the iteration budget) ended
+        the optimisation; astar_time_limits: guide-path searches stopped by A*'s ``max_time_s``.
+        Both are safety nets: when they fire, the result depends on the machine's speed and load.
     """
 
     status: OptimStatus
@@ -162,6 +165,8 @@ class ReboundResult:
     pairs: int = 0
     time_ratio: float = 1.0
     time_s: float = 0.0
+    wall_time_limited: bool = False
+    astar_time_limits: int = 0
 
     @property
     def success(self) -> bool:
@@ -273,7 +278,7 @@ class ReboundOptimizer:
         step = c.check_step_m
         res_m = self.map.res
         pairs = _Pairs()
-        stats = {"astar_calls": 0, "astar_failures": 0}
+        stats = {"astar_calls": 0, "astar_failures": 0, "astar_time_limits": 0}
 
         def add_pairs(segments: List[Segment], qq: np.ndarray) -> int:
             added = 0
@@ -282,6 +287,8 @@ class ReboundOptimizer:
                 path = guide_path(self.map, qq, seg, astar_cfg)
                 if not path.success:
                     stats["astar_failures"] += 1
+                    if path.status is AStarStatus.TIME_LIMIT:
+                        stats["astar_time_limits"] += 1
                     continue
                 idx, p, v, x = pairs_from_path(self.map, qq, seg.pair_points(), path.path, step)
                 added += pairs.add(idx, p, v)
@@ -305,6 +312,7 @@ class ReboundOptimizer:
         iterations = evaluations = rebounds = doublings = 0
         check_t1 = spline.dt * max(0, int(round((n - 1) * c.check_fraction)) - 1)
         status, message = OptimStatus.COLLISION, ""
+        wall_limited = False
         for _ in range(c.max_rebounds + c.max_weight_doublings + 1):
             problem = CostProblem(n, spline.dt, c.max_vel_mps, c.max_acc_mps2, weights, *pairs.arrays())
             q, nit, nfev = self._minimize(q, problem)
@@ -319,6 +327,7 @@ class ReboundOptimizer:
                 break
             if iterations >= max_iterations or time.perf_counter() - t0 > max_time:
                 status = OptimStatus.TIME_LIMIT
+                wall_limited = iterations < max_iterations
                 spent = (f"{iterations} L-BFGS iterations" if iterations >= max_iterations
                          else f"{max_time * 1e3:.0f} ms")
                 message = (f"budget spent ({spent}) after {rebounds} rebounds and {doublings} "
@@ -338,7 +347,7 @@ class ReboundOptimizer:
             break
         return ReboundResult(status, UniformBSpline(q, spline.dt), message, iterations, evaluations, rebounds,
                              doublings, stats["astar_calls"], stats["astar_failures"], len(pairs), 1.0,
-                             time.perf_counter() - t0)
+                             time.perf_counter() - t0, wall_limited, stats["astar_time_limits"])
 
     # -- time reallocation + anisotropic refit ------------------------------------------------------
     def refine(self, spline: UniformBSpline) -> ReboundResult:

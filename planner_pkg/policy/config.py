@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple, Union
 
+from planner_pkg.config_schema import ConfigError, Schema, setting
+
 __all__ = [
     "DynamicsConfig",
     "ObservationConfig",
@@ -37,31 +39,28 @@ __all__ = [
 STATE_DIM = 10
 
 
-class ConfigError(ValueError):
-    """A configuration value is missing, unknown or out of range (the message names the key)."""
+_SCHEMA = Schema()  # errors read "section.key: must be ..., got ..."
+_INF = math.inf
 
 
-def _num(name: str, value, *, low: float = -math.inf, low_open: bool = False, high: float = math.inf) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{name}: must be a finite number, got {value!r}")
-    if value < low or (low_open and value == low) or value > high:
-        lo = f"> {low}" if low_open else f">= {low}"
-        rng = f"{lo} and <= {high}" if math.isfinite(high) else lo
-        raise ConfigError(f"{name}: must be {rng}, got {value!r}")
+def _positive(default: float):
+    """A field that must be finite and > 0."""
+    return setting(default, range=(0.0, _INF), low_open=True)
 
 
-def _int(name: str, value, *, low: int = 0) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{name}: must be an integer >= {low}, got {value!r}")
+def _non_negative(default):
+    """A field (or each element of a tuple field) that must be >= 0."""
+    return setting(default, range=(0, _INF))
 
 
-def _range(name: str, value, *, low: float = -math.inf, low_open: bool = False, high: float = math.inf) -> None:
-    if not isinstance(value, tuple) or len(value) != 2:
-        raise ConfigError(f"{name}: must be a [low, high] pair, got {value!r}")
-    for v in value:
-        _num(name, v, low=low, low_open=low_open, high=high)
-    if value[0] > value[1]:
-        raise ConfigError(f"{name}: low {value[0]} exceeds high {value[1]}")
+def _at_least_one(default):
+    """An integer field (or each element of a tuple field) that must be >= 1."""
+    return setting(default, range=(1, _INF))
+
+
+def _pair(default, low: float = -_INF, high: float = _INF, low_open: bool = False):
+    """A (low, high) range field: low <= high, both within [low, high] (or (low, high])."""
+    return setting(default, range=(low, high), low_open=low_open, pair=True)
 
 
 @dataclass(frozen=True)
@@ -85,37 +84,21 @@ class DynamicsConfig:
         this rate (the simulator's SE(3) yaw loop settles in ~0.3 s).
     """
 
-    dt_s: float = 1.0 / 15.0
-    dt_jitter: float = 0.1
-    lag_rate_per_s: Tuple[float, float] = (10.0, 14.0)
-    action_delay_steps: Tuple[int, int] = (0, 1)
-    drag_xy_per_s: Tuple[float, float] = (0.30, 0.45)
-    drag_z_per_s: Tuple[float, float] = (0.05, 0.15)
-    wind_std_mps: float = 0.3
-    ou_sigma_mps2: float = 0.2
-    ou_theta_per_s: float = 2.0
-    grad_decay_per_s: float = 0.4
-    gravity_mps2: float = 9.81
-    yaw_gain_per_s: float = 6.0
+    dt_s: float = setting(1.0 / 15.0, range=(0.0, 1.0), low_open=True)
+    dt_jitter: float = setting(0.1, range=(0.0, 0.5))
+    lag_rate_per_s: Tuple[float, float] = _pair((10.0, 14.0), 0.0, low_open=True)
+    action_delay_steps: Tuple[int, int] = _pair((0, 1), 0)
+    drag_xy_per_s: Tuple[float, float] = _pair((0.30, 0.45), 0.0, low_open=True)
+    drag_z_per_s: Tuple[float, float] = _pair((0.05, 0.15), 0.0, low_open=True)
+    wind_std_mps: float = _non_negative(0.3)
+    ou_sigma_mps2: float = _non_negative(0.2)
+    ou_theta_per_s: float = _non_negative(2.0)
+    grad_decay_per_s: float = setting(0.4, range=(0.0, 1.0), low_open=True)
+    gravity_mps2: float = _non_negative(9.81)
+    yaw_gain_per_s: float = _positive(6.0)
 
     def __post_init__(self):
-        p = "dynamics."
-        _num(p + "dt_s", self.dt_s, low=0.0, low_open=True, high=1.0)
-        _num(p + "dt_jitter", self.dt_jitter, low=0.0, high=0.5)
-        _range(p + "lag_rate_per_s", self.lag_rate_per_s, low=0.0, low_open=True)
-        if not (isinstance(self.action_delay_steps, tuple) and len(self.action_delay_steps) == 2):
-            raise ConfigError(f"{p}action_delay_steps: must be a [low, high] pair, got {self.action_delay_steps!r}")
-        for v in self.action_delay_steps:
-            _int(p + "action_delay_steps", v)
-        if self.action_delay_steps[0] > self.action_delay_steps[1]:
-            raise ConfigError(f"{p}action_delay_steps: low exceeds high in {list(self.action_delay_steps)}")
-        _range(p + "drag_xy_per_s", self.drag_xy_per_s, low=0.0, low_open=True)
-        _range(p + "drag_z_per_s", self.drag_z_per_s, low=0.0, low_open=True)
-        for name in ("wind_std_mps", "ou_sigma_mps2", "ou_theta_per_s"):
-            _num(p + name, getattr(self, name), low=0.0)
-        _num(p + "grad_decay_per_s", self.grad_decay_per_s, low=0.0, low_open=True, high=1.0)
-        _num(p + "gravity_mps2", self.gravity_mps2, low=0.0)
-        _num(p + "yaw_gain_per_s", self.yaw_gain_per_s, low=0.0, low_open=True)
+        _SCHEMA.validate(self, "dynamics.")
 
 
 @dataclass(frozen=True)
@@ -138,37 +121,22 @@ class ObservationConfig:
     velocity_noise_std_mps: Gaussian noise on the velocity the network sees (training only).
     """
 
-    image_hw: Tuple[int, int] = (12, 16)
-    render_scale: int = 1
+    image_hw: Tuple[int, int] = _at_least_one((12, 16))
+    render_scale: int = _at_least_one(1)
     fat_rays: bool = True
-    hfov_deg: Tuple[float, float] = (85.0, 95.0)
-    pitch_deg: Tuple[float, float] = (-5.0, 5.0)
-    max_range_m: float = 10.0
-    near_m: float = 0.3
-    far_m: float = 24.0
-    inv_depth_scale: float = 3.0
+    hfov_deg: Tuple[float, float] = _pair((85.0, 95.0), 10.0, 150.0)
+    pitch_deg: Tuple[float, float] = _pair((-5.0, 5.0), -45.0, 45.0)
+    max_range_m: float = _positive(10.0)
+    near_m: float = _positive(0.3)
+    far_m: float = 24.0  # > near_m
+    inv_depth_scale: float = _positive(3.0)
     inv_depth_offset: float = 0.6
-    noise_std: float = 0.02
-    velocity_noise_std_mps: float = 0.05
+    noise_std: float = _non_negative(0.02)
+    velocity_noise_std_mps: float = _non_negative(0.05)
 
     def __post_init__(self):
-        p = "observation."
-        if not (isinstance(self.image_hw, tuple) and len(self.image_hw) == 2):
-            raise ConfigError(f"{p}image_hw: must be [rows, cols], got {self.image_hw!r}")
-        for v in self.image_hw:
-            _int(p + "image_hw", v, low=1)
-        _int(p + "render_scale", self.render_scale, low=1)
-        if not isinstance(self.fat_rays, bool):
-            raise ConfigError(f"{p}fat_rays: must be true or false, got {self.fat_rays!r}")
-        _range(p + "hfov_deg", self.hfov_deg, low=10.0, high=150.0)
-        _range(p + "pitch_deg", self.pitch_deg, low=-45.0, high=45.0)
-        _num(p + "max_range_m", self.max_range_m, low=0.0, low_open=True)
-        _num(p + "near_m", self.near_m, low=0.0, low_open=True)
-        _num(p + "far_m", self.far_m, low=self.near_m, low_open=True)
-        _num(p + "inv_depth_scale", self.inv_depth_scale, low=0.0, low_open=True)
-        _num(p + "inv_depth_offset", self.inv_depth_offset)
-        _num(p + "noise_std", self.noise_std, low=0.0)
-        _num(p + "velocity_noise_std_mps", self.velocity_noise_std_mps, low=0.0)
+        _SCHEMA.validate(self, "observation.")
+        _SCHEMA.number("observation.far_m", self.far_m, (self.near_m, _INF), low_open=True)
 
 
 @dataclass(frozen=True)
@@ -188,24 +156,15 @@ class NetworkConfig:
         and how to deviate, which cuts the training a CPU can afford by a large factor.
     """
 
-    channels: Tuple[int, int, int] = (32, 64, 128)
-    hidden: int = 192
-    leaky_slope: float = 0.05
-    max_accel_xy_mps2: float = 8.0
-    max_accel_z_mps2: float = 5.0
-    velocity_prior_gain_per_s: float = 0.0
+    channels: Tuple[int, int, int] = _at_least_one((32, 64, 128))
+    hidden: int = _at_least_one(192)
+    leaky_slope: float = setting(0.05, range=(0.0, 1.0))
+    max_accel_xy_mps2: float = _positive(8.0)
+    max_accel_z_mps2: float = _positive(5.0)
+    velocity_prior_gain_per_s: float = _non_negative(0.0)
 
     def __post_init__(self):
-        p = "network."
-        if not (isinstance(self.channels, tuple) and len(self.channels) == 3):
-            raise ConfigError(f"{p}channels: must be three integers, got {self.channels!r}")
-        for v in self.channels:
-            _int(p + "channels", v, low=1)
-        _int(p + "hidden", self.hidden, low=1)
-        _num(p + "leaky_slope", self.leaky_slope, low=0.0, high=1.0)
-        _num(p + "max_accel_xy_mps2", self.max_accel_xy_mps2, low=0.0, low_open=True)
-        _num(p + "max_accel_z_mps2", self.max_accel_z_mps2, low=0.0, low_open=True)
-        _num(p + "velocity_prior_gain_per_s", self.velocity_prior_gain_per_s, low=0.0)
+        _SCHEMA.validate(self, "network.")
 
 
 @dataclass(frozen=True)
@@ -224,28 +183,21 @@ class LossConfig:
         signed distance - vehicle radius - margin.
     """
 
-    velocity: float = 1.0
-    velocity_estimate: float = 2.0
-    avoidance: float = 2.0
-    collision: float = 4.0
-    acceleration: float = 0.01
-    jerk: float = 0.001
-    altitude: float = 1.0
-    velocity_window_s: float = 2.0
-    avoidance_range_m: float = 1.0
-    collision_sharpness_per_m: float = 32.0
-    altitude_band_m: Tuple[float, float] = (0.5, 4.0)
-    margin_m: Tuple[float, float] = (0.1, 0.3)
+    velocity: float = _non_negative(1.0)
+    velocity_estimate: float = _non_negative(2.0)
+    avoidance: float = _non_negative(2.0)
+    collision: float = _non_negative(4.0)
+    acceleration: float = _non_negative(0.01)
+    jerk: float = _non_negative(0.001)
+    altitude: float = _non_negative(1.0)
+    velocity_window_s: float = _positive(2.0)
+    avoidance_range_m: float = _positive(1.0)
+    collision_sharpness_per_m: float = _positive(32.0)
+    altitude_band_m: Tuple[float, float] = _pair((0.5, 4.0))
+    margin_m: Tuple[float, float] = _pair((0.1, 0.3), 0.0)
 
     def __post_init__(self):
-        p = "loss."
-        for name in ("velocity", "velocity_estimate", "avoidance", "collision", "acceleration", "jerk", "altitude"):
-            _num(p + name, getattr(self, name), low=0.0)
-        _num(p + "velocity_window_s", self.velocity_window_s, low=0.0, low_open=True)
-        _num(p + "avoidance_range_m", self.avoidance_range_m, low=0.0, low_open=True)
-        _num(p + "collision_sharpness_per_m", self.collision_sharpness_per_m, low=0.0, low_open=True)
-        _range(p + "altitude_band_m", self.altitude_band_m)
-        _range(p + "margin_m", self.margin_m, low=0.0)
+        _SCHEMA.validate(self, "loss.")
 
 
 @dataclass(frozen=True)
@@ -268,36 +220,21 @@ class EnvConfig:
     goal_tolerance_m: "reached" radius for the training success statistic.
     """
 
-    world_kind: str = "cluttered"
+    world_kind: str = setting("cluttered", choices=("forest", "cluttered", "walls", "gates"))
     world_params: Mapping[str, Any] = field(default_factory=dict)
-    worlds_per_batch: int = 4
-    speed_mps: Tuple[float, float] = (1.5, 7.0)
-    start_x_frac: Tuple[float, float] = (-0.3, 0.85)
-    goal_x_frac: float = 0.85
-    lateral_frac: float = 0.6
-    altitude_m: Tuple[float, float] = (1.0, 2.5)
-    start_clearance_m: float = 1.0
-    vehicle_radius_m: float = 0.19
-    approach_gain_per_s: float = 1.0
-    goal_tolerance_m: float = 0.5
+    worlds_per_batch: int = _at_least_one(4)
+    speed_mps: Tuple[float, float] = _pair((1.5, 7.0), 0.0, low_open=True)
+    start_x_frac: Tuple[float, float] = _pair((-0.3, 0.85), -1.0, 1.0)
+    goal_x_frac: float = setting(0.85, range=(0.0, 1.0))
+    lateral_frac: float = setting(0.6, range=(0.0, 1.0))
+    altitude_m: Tuple[float, float] = _pair((1.0, 2.5), 0.0, low_open=True)
+    start_clearance_m: float = _non_negative(1.0)
+    vehicle_radius_m: float = _non_negative(0.19)
+    approach_gain_per_s: float = _positive(1.0)
+    goal_tolerance_m: float = _positive(0.5)
 
     def __post_init__(self):
-        p = "env."
-        if self.world_kind not in ("forest", "cluttered", "walls", "gates"):
-            raise ConfigError(f"{p}world_kind: must be forest, cluttered, walls or gates, got {self.world_kind!r}")
-        if not isinstance(self.world_params, Mapping):
-            raise ConfigError(f"{p}world_params: must be a mapping, got {self.world_params!r}")
-        object.__setattr__(self, "world_params", dict(self.world_params))
-        _int(p + "worlds_per_batch", self.worlds_per_batch, low=1)
-        _range(p + "speed_mps", self.speed_mps, low=0.0, low_open=True)
-        _range(p + "start_x_frac", self.start_x_frac, low=-1.0, high=1.0)
-        for name in ("goal_x_frac", "lateral_frac"):
-            _num(p + name, getattr(self, name), low=0.0, high=1.0)
-        _range(p + "altitude_m", self.altitude_m, low=0.0, low_open=True)
-        for name in ("start_clearance_m", "vehicle_radius_m"):
-            _num(p + name, getattr(self, name), low=0.0)
-        _num(p + "approach_gain_per_s", self.approach_gain_per_s, low=0.0, low_open=True)
-        _num(p + "goal_tolerance_m", self.goal_tolerance_m, low=0.0, low_open=True)
+        _SCHEMA.validate(self, "env.")  # also stores world_params as a plain dict (a copy)
 
 
 @dataclass(frozen=True)
@@ -317,35 +254,25 @@ class TrainConfig:
     num_threads: BLAS threads (1 is fastest for these small GEMMs).
     """
 
-    iterations: int = 2000
-    batch_size: int = 64
-    steps: int = 150
-    lr: float = 1e-3
-    lr_min: float = 1e-5
-    weight_decay: float = 0.01
-    grad_clip_norm: float = 5.0
-    seed: int = 0
-    checkpoint_every: int = 50
-    eval_every: int = 200
-    log_every: int = 10
-    eval_episodes: int = 10
-    eval_speed_mps: float = 3.0
-    eval_vehicle: str = "point_mass"
-    num_threads: int = 1
+    iterations: int = _at_least_one(2000)
+    batch_size: int = _at_least_one(64)
+    steps: int = _at_least_one(150)
+    lr: float = _positive(1e-3)
+    lr_min: float = _non_negative(1e-5)  # <= lr
+    weight_decay: float = _non_negative(0.01)
+    grad_clip_norm: float = _non_negative(5.0)
+    seed: int = _non_negative(0)
+    checkpoint_every: int = _non_negative(50)
+    eval_every: int = _non_negative(200)
+    log_every: int = _non_negative(10)
+    eval_episodes: int = _non_negative(10)
+    eval_speed_mps: float = _positive(3.0)
+    eval_vehicle: str = setting("point_mass", choices=("point_mass", "quadrotor"))
+    num_threads: int = _at_least_one(1)
 
     def __post_init__(self):
-        p = "train."
-        for name in ("iterations", "batch_size", "steps", "num_threads"):
-            _int(p + name, getattr(self, name), low=1)
-        for name in ("seed", "checkpoint_every", "eval_every", "log_every", "eval_episodes"):
-            _int(p + name, getattr(self, name), low=0)
-        _num(p + "lr", self.lr, low=0.0, low_open=True)
-        _num(p + "lr_min", self.lr_min, low=0.0, high=self.lr)
-        _num(p + "weight_decay", self.weight_decay, low=0.0)
-        _num(p + "grad_clip_norm", self.grad_clip_norm, low=0.0)
-        _num(p + "eval_speed_mps", self.eval_speed_mps, low=0.0, low_open=True)
-        if self.eval_vehicle not in ("point_mass", "quadrotor"):
-            raise ConfigError(f"{p}eval_vehicle: must be point_mass or quadrotor, got {self.eval_vehicle!r}")
+        _SCHEMA.validate(self, "train.")
+        _SCHEMA.number("train.lr_min", self.lr_min, (0.0, self.lr))
 
 
 @dataclass(frozen=True)
@@ -375,45 +302,9 @@ class PolicyConfig:
         return config_from_dict(data)
 
 
-def _build(cls, values: Mapping[str, Any], prefix: str):
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{prefix or 'config'}: must be a mapping, got {type(values).__name__}")
-    known = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ConfigError(f"unknown key(s) {[prefix + k for k in unknown]}; known in "
-                          f"{prefix.rstrip('.') or 'the top level'}: {sorted(known)}")
-    kwargs = {}
-    for name, value in values.items():
-        default = getattr(cls(), name) if cls is not PolicyConfig else None
-        sub = _SECTIONS.get(name) if cls is PolicyConfig else None
-        if sub is not None:
-            kwargs[name] = _build(sub, value or {}, f"{name}.")
-        elif isinstance(value, list):
-            kwargs[name] = tuple(value)
-        elif isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-            kwargs[name] = float(value)
-        else:
-            kwargs[name] = value
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:  # a wrongly-typed value tripping a comparison inside a check
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'}: {exc}") from None
-
-
-_SECTIONS = {
-    "dynamics": DynamicsConfig,
-    "observation": ObservationConfig,
-    "network": NetworkConfig,
-    "loss": LossConfig,
-    "env": EnvConfig,
-    "train": TrainConfig,
-}
-
-
 def config_from_dict(values: Optional[Mapping[str, Any]]) -> PolicyConfig:
     """A validated :class:`PolicyConfig` from nested mappings (missing keys keep their defaults)."""
-    return _build(PolicyConfig, values or {}, "")
+    return _SCHEMA.build(PolicyConfig, values or {})
 
 
 def load_config(path: Union[str, Path]) -> PolicyConfig:

@@ -16,8 +16,14 @@ position and velocity NaN) and the heading towards the goal. Guards, each report
 * no depth image yet, an image older than ``stale_after_s``, or an all-invalid one -> hold
   the current position;
 * a non-finite network output -> hold the current position;
+* above ``max_speed_mps`` (when set) the acceleration's component along the velocity is
+  dropped (the policy cannot speed up further; braking and turning stay);
 * the acceleration is clamped: vertical to [-max_descent_accel, max_accel], the thrust tilt
   to ``max_tilt_deg`` and the norm to ``max_accel_mps2``.
+
+A long-running user (the ``policy`` ROS node) may change the run-time options with
+:meth:`PolicyPlanner.set_config` and forget the GRU memory with :meth:`reset_memory` (a new
+goal) without forgetting the latest depth image.
 """
 from __future__ import annotations
 
@@ -42,7 +48,10 @@ class PolicyPlannerConfig:
     """Run-time options of :class:`PolicyPlanner` (the model fixes the rest).
 
     rate_hz: network updates per second (trained at 15 Hz).
-    speed_mps: commanded cruise speed; None = the model's evaluation speed.
+    speed_mps: commanded cruise speed; None = the model's evaluation speed (either is capped
+        at ``max_speed_mps`` when that is set).
+    max_speed_mps: speed guard: above it the acceleration may not point further along the
+        velocity; None = off.
     margin_m: safety margin fed to the network; None = the middle of its training range.
     max_accel_mps2, max_tilt_deg, max_descent_accel_mps2: output clamps (see module docstring).
     stale_after_s: a depth image older than this (vs the odometry stamp) is not used.
@@ -53,6 +62,7 @@ class PolicyPlannerConfig:
     rate_hz: float = 15.0
     speed_mps: Optional[float] = None
     margin_m: Optional[float] = None
+    max_speed_mps: Optional[float] = None
     max_accel_mps2: float = 10.0
     max_tilt_deg: float = 40.0
     max_descent_accel_mps2: float = 5.0
@@ -71,6 +81,8 @@ class PolicyPlannerConfig:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"PolicyPlannerConfig.{name} must be None or >= 0, got {value!r}")
+        if self.max_speed_mps is not None and not (math.isfinite(self.max_speed_mps) and self.max_speed_mps > 0):
+            raise ValueError(f"PolicyPlannerConfig.max_speed_mps must be None or > 0, got {self.max_speed_mps!r}")
 
 
 class PolicyPlanner:
@@ -80,22 +92,32 @@ class PolicyPlanner:
 
     def __init__(self, model: Union[str, Path, LoadedPolicy], config: PolicyPlannerConfig = PolicyPlannerConfig()):
         self.policy = model if isinstance(model, LoadedPolicy) else load_policy(model)
-        self.config = config
         pc = self.policy.config
-        self.speed_mps = config.speed_mps if config.speed_mps is not None else pc.train.eval_speed_mps
-        self.margin_m = config.margin_m if config.margin_m is not None else 0.5 * sum(pc.loss.margin_m)
         self._approach_gain = pc.env.approach_gain_per_s
         self._hidden = np.zeros((1, pc.network.hidden), dtype=np.float32)
         self._goal: Optional[np.ndarray] = None
         self._image: Optional[np.ndarray] = None
         self._image_t = -math.inf
-        self._tan_tilt = math.tan(math.radians(config.max_tilt_deg))
+        self.set_config(config)
         self.last_status = "no goal"
         self.last_action: Optional[np.ndarray] = None
 
     @property
     def rate_hz(self) -> float:
         return self.config.rate_hz
+
+    def set_config(self, config: PolicyPlannerConfig) -> None:
+        """New run-time options (speed, clamps, staleness...); keeps the GRU state and the image."""
+        pc = self.policy.config
+        self.config = config
+        speed = config.speed_mps if config.speed_mps is not None else pc.train.eval_speed_mps
+        self.speed_mps = speed if config.max_speed_mps is None else min(speed, config.max_speed_mps)
+        self.margin_m = config.margin_m if config.margin_m is not None else 0.5 * sum(pc.loss.margin_m)
+        self._tan_tilt = math.tan(math.radians(config.max_tilt_deg))
+
+    def reset_memory(self) -> None:
+        """Forget the GRU state (a new goal); the latest depth image is kept."""
+        self._hidden = np.zeros_like(self._hidden)
 
     # -- the runner's protocol ---------------------------------------------------------------
     def reset(self, start, goal) -> None:
@@ -161,11 +183,22 @@ class PolicyPlanner:
         self._hidden = hidden
         c, sn = math.cos(yaw), math.sin(yaw)
         ax, ay, az = (float(v) for v in action[0, :3])
-        accel = self._clamp(np.array([c * ax - sn * ay, sn * ax + c * ay, az]))
+        accel = self._clamp(self._limit_speed(np.array([c * ax - sn * ay, sn * ax + c * ay, az]), state.velocity))
         self.last_action = accel
         heading = math.atan2(to_goal[1], to_goal[0]) if math.hypot(to_goal[0], to_goal[1]) > 1e-6 else yaw
         self.last_status = "ok"
         return Setpoint.from_acceleration(accel, yaw=heading)
+
+    def _limit_speed(self, a: np.ndarray, velocity: np.ndarray) -> np.ndarray:
+        """Above ``max_speed_mps`` drop the part of ``a`` that would speed the vehicle up further."""
+        vmax = self.config.max_speed_mps
+        speed = float(np.linalg.norm(velocity))
+        if vmax is None or speed <= vmax:
+            return a
+        along = float(a @ velocity) / speed
+        if along > 0:
+            a = a - along * (velocity / speed)
+        return a
 
     def _clamp(self, a: np.ndarray) -> np.ndarray:
         cfg = self.config

@@ -56,3 +56,19 @@ class RosHarness:
             n.destroy_node()
         if self.context.ok():
             self.context.shutdown()
+
+
+def started_pids(text: str):
+    """(node, pid) of every "started NAME (pid N)" line the bringup printed."""
+    import re
+
+    return [(m.group(1), int(m.group(2))) for m in re.finditer(r"started (\w+) \(pid (\d+)\)", text)]
+
+
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

@@ -1,7 +1,9 @@
 """End to end over real DDS (issue 6, must-show 1): ``python -m planner_pkg bringup sim`` starts the
 graph as processes, a goal goes out on ``goal_pose``, the drone reaches it without collision -
 checked here from ``odom`` against the world file - and everything stops with no orphan left.
-Also: a crashed node is restarted, a node refusing its configuration stops the graph (exit 2)."""
+Also: a crashed node is restarted, a node refusing its configuration stops the graph (exit 2).
+Lockstep (sim_bridge ``lockstep``): EGO flies a forest at 3x real time as at 1x, and the simulator
+waits for the planner's ``planning/lockstep`` reports, with a bounded wait."""
 import importlib.util
 import math
 import os
@@ -12,7 +14,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from nodes_ros_harness import wait_for
+import pytest
+from nodes_ros_harness import pid_alive, started_pids, wait_for
 from nav_msgs.msg import Odometry
 
 from planner_pkg.nodes import common as c
@@ -30,7 +33,7 @@ obstacles:
 - {type: box, center: [-3.0, -3.0, 1.0], size: [1.0, 1.0, 2.0], yaw: 0.3}
 """
 START, GOAL = (-12.0, 0.0, 1.0), (0.0, 0.0, 1.0)
-RTF = "1.0"  # real time: EGO budgets its optimiser in wall time, and the test shares 2 cores
+RTF = "1.0"  # real time here; the lockstep test below flies at 3x
 
 
 def _world_args(tmp_path):
@@ -41,8 +44,8 @@ def _world_args(tmp_path):
     return path, ["--planner", "direct"]
 
 
-def _bringup(args, log_path):
-    cmd = [sys.executable, "-m", "planner_pkg", "bringup", "sim", "--real-time-factor", RTF,
+def _bringup(args, log_path, rtf=RTF):
+    cmd = [sys.executable, "-m", "planner_pkg", "bringup", "sim", "--real-time-factor", rtf,
            "--start", ",".join(map(str, START)), "--log-level", "warn"] + args
     fh = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
@@ -51,16 +54,10 @@ def _bringup(args, log_path):
 
 
 def _pids(log_path):
-    return [(m.group(1), int(m.group(2))) for m in
-            re.finditer(r"started (\w+) \(pid (\d+)\)", Path(log_path).read_text())]
+    return started_pids(Path(log_path).read_text())
 
 
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
+_alive = pid_alive
 
 
 def _cleanup(proc, log_path):
@@ -166,3 +163,125 @@ def test_bringup_single_process_runs_the_same_graph(ros, tmp_path):
         assert all(f"[{name}]" in text for name in ("sim_bridge", "planner", "traj_server"))
     finally:
         _cleanup(proc, log)
+
+
+def test_bringup_flies_ego_through_a_forest_at_3x_in_lockstep(tmp_path):
+    """Lockstep: sim time waits for every planning tick, so EGO flies at 3x as it does at 1x (no
+    wall-clock performance assert: only the outcome, checked from odom against the world file)."""
+    if not HAVE_EGO:
+        pytest.skip("the EGO planner is not installed")
+    world_path = ROOT / "config" / "worlds" / "forest_small.yaml"
+    world = load_world(world_path)
+    log = tmp_path / "bringup.log"
+    summary, flight = tmp_path / "summary.json", tmp_path / "flight.csv"
+    proc = _bringup(["--world", str(world_path), "--planner", "ego", "--goal", ",".join(map(str, GOAL)),
+                     "--timeout", "40", "--summary", str(summary), "--log", str(flight), "--log-level", "info"],
+                    log, rtf="3.0")
+    try:
+        code = proc.wait(timeout=150)
+        output = log.read_text()
+        assert code == 0, output
+        # judged here from the odometry the bringup logged (every sample from start to end; this
+        # test's own subscriber may join late in so short a flight)
+        data = np.loadtxt(flight, delimiter=",", skiprows=1)
+        assert data.shape[0] > 100, "no odometry logged"
+        radius = QuadrotorParams().collision_radius_m
+        clearance = min(float(world.signed_distance(p)) - radius for p in data[:, 1:4])
+        assert np.linalg.norm(data[-1, 1:4] - np.asarray(GOAL)) <= 0.5, f"not reached; {output[-2000:]}"
+        assert clearance >= 0.0, f"collision: clearance {clearance:.3f} m (from odom)"
+        max_vel, speed = 2.0, float(np.linalg.norm(data[:, 4:7], axis=1).max())  # ego.max_vel_mps (sim.yaml)
+        assert speed <= max_vel * 1.25, f"speed {speed:.2f} m/s over the {max_vel} m/s limit"
+        # the simulator was paced by the planner, and never had to give up waiting for it
+        assert "lockstep engaged" in output and "lockstep reports on planning/lockstep" in output, output[-3000:]
+        assert "has not reported" not in output and "no setpoint newer than" not in output, output[-3000:]
+        import json
+
+        result = json.loads(summary.read_text())
+        assert result["reached"] and not result["collided"]
+        assert not [p for _, p in _pids(log) if _alive(p)], "orphaned node processes"
+    finally:
+        _cleanup(proc, log)
+
+
+def test_lockstep_simulator_waits_for_the_planner_and_never_forever(ros, tmp_path):
+    """The simulator stops at the sim time the planner reported on planning/lockstep, resumes when
+    it reports again, and runs on (logged, counted) when it stops reporting for lockstep_timeout_s."""
+    import time
+
+    from rclpy.parameter import Parameter
+    from rosgraph_msgs.msg import Clock as ClockMsg
+
+    from planner_pkg.nodes.common import TOPIC_LOCKSTEP
+    from planner_pkg.nodes.sim_bridge import SimBridge
+
+    world_path = tmp_path / "open.yaml"
+    world_path.write_text(OPEN_WORLD)
+    bridge = ros.add(SimBridge(context=ros.context, parameter_overrides=[
+        Parameter("world_file", value=str(world_path)), Parameter("start_m", value=list(START)),
+        Parameter("real_time_factor", value=5.0), Parameter("lockstep_timeout_s", value=1.0),
+        Parameter("publish_depth", value=False)]))
+    probe = ros.node("fake_planner")
+    clock = {"t": -1.0}
+    probe.create_subscription(ClockMsg, c.TOPIC_CLOCK, lambda m: clock.update(t=conv.stamp_to_seconds(m.clock)),
+                              c.CLOCK_QOS)
+    pub = probe.create_publisher(ClockMsg, TOPIC_LOCKSTEP, c.CLOCK_QOS)
+
+    def report(t):
+        msg = ClockMsg()
+        msg.clock = conv.seconds_to_stamp(t)
+        pub.publish(msg)
+
+    def sim_t():
+        return bridge.sim.t
+
+    # no report yet: the simulator runs free
+    assert wait_for(lambda: pub.get_subscription_count() > 0 and clock["t"] > 0.2, 15.0), clock
+    assert bridge._lockstep_state().startswith("free")
+    # a report: it runs up to that sim time and waits there (time stands still)
+    grant = round(sim_t() + 1.0, 2)
+    report(grant)
+    assert wait_for(lambda: sim_t() >= grant - 1e-9, 10.0), (sim_t(), grant)
+    time.sleep(0.4)
+    assert grant - 1e-9 <= sim_t() <= grant + 0.0021, (sim_t(), grant)
+    assert wait_for(lambda: abs(clock["t"] - sim_t()) < 1e-6, 2.0), "the clock on DDS stands at the barrier too"
+    assert bridge._lockstep_state() == "waiting for the planner"
+    # the next report releases it up to the next barrier
+    grant2 = round(grant + 0.3, 2)
+    report(grant2)
+    assert wait_for(lambda: sim_t() >= grant2 - 1e-9, 10.0), (sim_t(), grant2)
+    time.sleep(0.3)
+    assert grant2 - 1e-9 <= sim_t() <= grant2 + 0.0021, (sim_t(), grant2)
+    assert bridge.counters["lockstep_timeouts"] == 0
+    # the planner goes silent: after lockstep_timeout_s (1 s wall) the simulator runs on, and says so
+    assert wait_for(lambda: bridge.counters["lockstep_timeouts"] == 1, 10.0)
+    assert wait_for(lambda: sim_t() > grant2 + 0.5, 10.0), "the simulator stayed frozen"
+    assert any("has not reported" in e for e in bridge.events), bridge.events
+    assert bridge._lockstep_state().startswith("free (planner timed out")
+    # it reports again: lockstep is back
+    grant3 = round(sim_t() + 0.5, 2)
+    report(grant3)
+    assert wait_for(lambda: bridge._lockstep_state() == "waiting for the planner", 10.0), bridge._lockstep_state()
+    assert grant3 - 1e-9 <= sim_t() <= grant3 + 0.0021
+
+
+def test_embedded_sim_steps_to_a_time_and_follows_setpoints_forward():
+    from planner_pkg.nodes.sim_stepper import EmbeddedSim
+    from planner_pkg.types import Setpoint
+
+    world_path = ROOT / "config" / "worlds" / "forest_small.yaml"
+    sim = EmbeddedSim(load_world(world_path), START, setpoint_extrapolation_s=0.05)
+    n = sim.steps_until(0.1)
+    assert n == 50 and sim.steps_until(0.1 - 1e-12) == 50 and sim.steps_until(0.1009) == 51
+    sim.advance_steps(n)
+    assert sim.t == pytest.approx(0.1, abs=1e-9) and sim.steps_until(0.05) == 0
+    p0 = np.array(START)
+    sp = Setpoint(p0, np.array([1.0, 0.0, 0.0]), np.zeros(3), yaw=0.0)
+    sim.set_setpoint(sp, stamp=0.09)  # describes 10 ms ago
+    ref = sim._reference_at(sim.t)
+    np.testing.assert_allclose(ref.position, p0 + [0.01, 0.0, 0.0], atol=1e-12)
+    ref = sim._reference_at(sim.t + 1.0)  # never more than setpoint_extrapolation_s after the stamp
+    np.testing.assert_allclose(ref.position, p0 + [0.05, 0.0, 0.0], atol=1e-12)
+    sim.set_setpoint(sp, stamp=0.0)  # a stamp from another clock counts as now
+    np.testing.assert_allclose(sim._reference_at(sim.t).position, p0)
+    sim.hold()
+    assert sim._reference_at(sim.t + 0.02) is sim.reference  # holds are never moved

@@ -14,6 +14,12 @@ ROOT = Path(__file__).resolve().parents[2]
 NODE_CONFIGS = {"sim_bridge": [(SimBridgeConfig, "")], "traj_server": [(TrajServerConfig, "")],
                 "planner": [(PlannerNodeConfig, "")]}
 try:
+    from planner_pkg.nodes.policy_node import PolicyNodeConfig
+
+    NODE_CONFIGS["policy"] = [(PolicyNodeConfig, "")]
+except ImportError:  # pragma: no cover
+    pass
+try:
     from planner_pkg.planning.ego_planner import EgoConfig
 
     NODE_CONFIGS["planner"].append((EgoConfig, "ego."))

@@ -7,10 +7,10 @@ error. All distances are metres in the world ENU frame, times seconds, rates her
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Mapping, Tuple
+
+from planner_pkg.config_schema import Schema
 
 from .connection import parse_url
 
@@ -20,11 +20,11 @@ _AUTOPILOTS = ("auto", "px4", "ardupilot")
 _FENCE_KINDS = ("none", "box", "cylinder")
 
 
-def _positive(name: str, value: float, allow_zero: bool = False) -> None:
-    ok = value >= 0.0 if allow_zero else value > 0.0
-    if not (math.isfinite(value) and ok):
-        need = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be finite and {need}, got {value}")
+#: Errors read "key must be ..., got ..." (ConfigError, a ValueError); an unknown key is named alone.
+_SCHEMA = Schema(sep=" ", finite_and=True,
+                 unknown=lambda keys, known, section: f"unknown config key {keys[0]!r}; known keys here: {list(known)}")
+_POSITIVE = dict(range=(0.0, float("inf")), low_open=True)
+_NON_NEGATIVE = dict(range=(0.0, float("inf")))
 
 
 @dataclass(frozen=True)
@@ -44,19 +44,17 @@ class GeofenceConfig:
 
     def __post_init__(self):
         p = "failsafe.geofence."
-        if self.kind not in _FENCE_KINDS:
-            raise ValueError(f"{p}kind must be one of {_FENCE_KINDS}, got {self.kind!r}")
+        _SCHEMA.choice(f"{p}kind", self.kind, _FENCE_KINDS)
         for name, n in (("box_min_m", 3), ("box_max_m", 3), ("center_m", 2)):
-            value = getattr(self, name)
-            if len(value) != n or not all(math.isfinite(v) for v in value):
-                raise ValueError(f"{p}{name} must be {n} finite numbers, got {list(value)}")
+            _SCHEMA.vector(f"{p}{name}", getattr(self, name), n)
         if self.kind == "box" and not all(lo < hi for lo, hi in zip(self.box_min_m, self.box_max_m)):
-            raise ValueError(f"{p}box_min_m {list(self.box_min_m)} must be below box_max_m {list(self.box_max_m)} on every axis")
+            raise _SCHEMA.error(f"{p}box_min_m", f"{list(self.box_min_m)} must be below box_max_m "
+                                f"{list(self.box_max_m)} on every axis")
         if self.kind == "cylinder":
-            _positive(f"{p}radius_m", self.radius_m)
+            _SCHEMA.number(f"{p}radius_m", self.radius_m, **_POSITIVE)
             if not self.z_min_m < self.z_max_m:
-                raise ValueError(f"{p}z_min_m ({self.z_min_m}) must be below z_max_m ({self.z_max_m})")
-        _positive(f"{p}margin_m", self.margin_m, allow_zero=True)
+                raise _SCHEMA.error(f"{p}z_min_m", f"({self.z_min_m}) must be below z_max_m ({self.z_max_m})")
+        _SCHEMA.number(f"{p}margin_m", self.margin_m, **_NON_NEGATIVE)
 
 
 @dataclass(frozen=True)
@@ -81,8 +79,8 @@ class FailsafeConfig:
     def __post_init__(self):
         for name in ("stale_setpoint_s", "state_max_age_s", "max_horizontal_speed_mps",
                      "max_vertical_speed_mps", "max_acceleration_mps2"):
-            _positive(f"failsafe.{name}", getattr(self, name))
-        _positive("failsafe.land_after_hold_s", self.land_after_hold_s, allow_zero=True)
+            _SCHEMA.number(f"failsafe.{name}", getattr(self, name), **_POSITIVE)
+        _SCHEMA.number("failsafe.land_after_hold_s", self.land_after_hold_s, **_NON_NEGATIVE)
 
 
 @dataclass(frozen=True)
@@ -126,30 +124,22 @@ class BridgeConfig:
 
     def __post_init__(self):
         parse_url(self.fcu_url)
-        if self.autopilot not in _AUTOPILOTS:
-            raise ValueError(f"autopilot must be one of {_AUTOPILOTS}, got {self.autopilot!r}")
+        _SCHEMA.choice("autopilot", self.autopilot, _AUTOPILOTS)
         for name, lo in (("system_id", 1), ("component_id", 1), ("fcu_system_id", 0), ("fcu_component_id", 1)):
-            value = getattr(self, name)
-            if not lo <= value <= 255:
-                raise ValueError(f"{name} must be in {lo}..255, got {value}")
+            _SCHEMA.integer(name, getattr(self, name), (lo, 255))
         if not 20.0 <= self.setpoint_rate_hz <= 250.0:
-            raise ValueError(
-                f"setpoint_rate_hz must be in 20..250 Hz (PX4 leaves OFFBOARD below 2 Hz; 20 Hz leaves margin "
-                f"for lost packets), got {self.setpoint_rate_hz}"
-            )
+            raise _SCHEMA.error("setpoint_rate_hz", "must be in 20..250 Hz (PX4 leaves OFFBOARD below 2 Hz; 20 Hz "
+                                f"leaves margin for lost packets), got {self.setpoint_rate_hz}")
         if not self.max_setpoint_rate_hz >= self.setpoint_rate_hz:
-            raise ValueError(
-                f"max_setpoint_rate_hz ({self.max_setpoint_rate_hz}) must be >= setpoint_rate_hz ({self.setpoint_rate_hz})"
-            )
+            raise _SCHEMA.error("max_setpoint_rate_hz", f"({self.max_setpoint_rate_hz}) must be >= setpoint_rate_hz "
+                                f"({self.setpoint_rate_hz})")
         for name in ("heartbeat_rate_hz", "link_timeout_s", "connect_timeout_s", "reconnect_backoff_s",
                      "command_timeout_s", "confirm_timeout_s"):
-            _positive(name, getattr(self, name))
+            _SCHEMA.number(name, getattr(self, name), **_POSITIVE)
         for name in ("telemetry_rate_hz", "timesync_rate_hz", "offboard_prime_s"):
-            _positive(name, getattr(self, name), allow_zero=True)
-        if not 0 <= self.command_retries <= 10:
-            raise ValueError(f"command_retries must be in 0..10, got {self.command_retries}")
-        if not 0 <= self.signing_link_id <= 255:
-            raise ValueError(f"signing_link_id must be in 0..255, got {self.signing_link_id}")
+            _SCHEMA.number(name, getattr(self, name), **_NON_NEGATIVE)
+        _SCHEMA.integer("command_retries", self.command_retries, (0, 10))
+        _SCHEMA.integer("signing_link_id", self.signing_link_id, (0, 255))
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "BridgeConfig":
@@ -158,71 +148,11 @@ class BridgeConfig:
         return from_dict(cls, values)
 
 
-_FORBIDDEN = {"signing_key", "secret_key", "key"}
-
-
-def _nest(values: Mapping[str, Any]) -> Dict[str, Any]:
-    nested: Dict[str, Any] = {}
-    for key, value in values.items():
-        if not isinstance(key, str):
-            raise ValueError(f"config keys must be strings, got {key!r}")
-        parts = key.split(".")
-        node = nested
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ValueError(f"config key {key!r} conflicts with a scalar value for {part!r}")
-        if isinstance(value, Mapping):
-            node.setdefault(parts[-1], {}).update(_nest(value))
-        else:
-            node[parts[-1]] = value
-    return nested
-
-
-def _coerce(path: str, annotation: str, value: Any) -> Any:
-    if annotation == "bool":
-        if not isinstance(value, bool):
-            raise ValueError(f"{path} must be true or false, got {value!r}")
-        return value
-    if annotation == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{path} must be an integer, got {value!r}")
-        return value
-    if annotation == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{path} must be a number, got {value!r}")
-        return float(value)
-    if annotation == "str":
-        if not isinstance(value, str):
-            raise ValueError(f"{path} must be a string, got {value!r}")
-        return value
-    if annotation.startswith("Tuple[float"):
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
-            raise ValueError(f"{path} must be a list of numbers, got {value!r}")
-        return tuple(_coerce(f"{path}[{i}]", "float", v) for i, v in enumerate(value))
-    raise TypeError(f"no coercion for {path} of type {annotation}")  # a bug in this module
+_SIGNING_KEY_REFUSED = ("the signing key is never a parameter (parameters end up in logs); write it to a file "
+                        "with mode 600 and set signing_key_path")
+_FORBIDDEN = {name: _SIGNING_KEY_REFUSED for name in ("signing_key", "secret_key", "key")}
 
 
 def from_dict(cls, values: Mapping[str, Any], prefix: str = ""):
     """Instantiate the config dataclass ``cls`` from ``values`` (see BridgeConfig.from_dict)."""
-    if not isinstance(values, Mapping):
-        raise ValueError(f"{prefix or 'config'} must be a mapping, got {type(values).__name__}")
-    nested = _nest(values)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    kwargs = {}
-    for key, value in nested.items():
-        path = f"{prefix}{key}"
-        if key in _FORBIDDEN:
-            raise ValueError(
-                f"{path}: the signing key is never a parameter (parameters end up in logs); write it to a "
-                f"file with mode 600 and set signing_key_path"
-            )
-        if key not in fields:
-            raise ValueError(f"unknown config key {path!r}; known keys here: {sorted(fields)}")
-        annotation = fields[key].type
-        if annotation in ("FailsafeConfig", "GeofenceConfig"):
-            sub = FailsafeConfig if annotation == "FailsafeConfig" else GeofenceConfig
-            kwargs[key] = from_dict(sub, value, prefix=f"{path}.")
-        else:
-            kwargs[key] = _coerce(path, annotation, value)
-    return cls(**kwargs)
+    return _SCHEMA.build(cls, values, prefix, dotted=True, refuse=_FORBIDDEN)

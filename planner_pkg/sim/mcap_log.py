@@ -1,0 +1,277 @@
+"""Reading a recorded run (the ``recorder`` node's MCAP) back, without ROS: flight log, goal, summary, plot.
+
+Only ``mcap`` and ``mcap-ros2-support`` (the ``record`` extra) are needed: messages are decoded
+from the schemas stored in the file, so no ROS message package is imported. The recorded
+``odom`` becomes the :class:`~planner_pkg.sim.flight_log.FlightLog` the plot and ``flight.csv``
+use (time = ``header.stamp``, world velocity = the body twist rotated by the orientation, as
+``conversions.odometry_to_state`` does); the first ``goal_pose`` is the goal, sent at its receive
+time. :func:`summarize` judges the flight from that goal the way the bringup's mission does
+(first of: collision with the world, goal within tolerance, timeout) and cuts the log there.
+
+``python -m planner_pkg plot RUN.mcap --world W.yaml -o flight.png [--summary out.json]`` draws
+the same figure as ``fly --plot`` / ``bringup --plot`` from a recording.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from planner_pkg.sim.flight_log import EpisodeSummary, FlightLog
+
+TOPIC_ODOM, TOPIC_GOAL, TOPIC_STATUS = "odom", "goal_pose", "status"
+
+
+class RecordingError(ValueError):
+    """The file is missing, not a readable MCAP, or lacks what was asked for."""
+
+
+def _require_mcap():
+    try:
+        from mcap.reader import make_reader
+        from mcap_ros2.decoder import DecoderFactory
+    except ImportError:
+        raise RecordingError("reading MCAP recordings needs mcap-ros2-support: "
+                             "pip install 'planner_pkg[record]' (or pip install mcap-ros2-support)") from None
+    return make_reader, DecoderFactory
+
+
+def _matches(topic: str, name: str) -> bool:
+    """``/odom`` and ``/drone1/odom`` match ``odom``; an absolute name matches only itself."""
+    if name.startswith("/"):
+        return topic == name
+    return topic == "/" + name or topic.endswith("/" + name)
+
+
+def iter_messages(path, topics: Optional[Sequence[str]] = None) -> Iterator[Tuple[str, int, int, object]]:
+    """``(topic, log_time_ns, publish_time_ns, decoded message)`` in log-time order.
+
+    ``topics``: relative names (any namespace) or absolute ones; None = all. Only the messages
+    asked for are decoded (images and clouds cost nothing when only odometry is wanted)."""
+    make_reader, DecoderFactory = _require_mcap()
+    p = Path(path)
+    if not p.is_file():
+        raise RecordingError(f"recording {str(path)!r} does not exist")
+    factory = DecoderFactory()
+    decoders: dict = {}
+    with open(p, "rb") as fh:
+        try:
+            reader, complete = make_reader(fh), True
+            try:
+                complete = reader.get_summary() is not None
+            except Exception:  # noqa: BLE001 - no footer/summary: the recorder was killed
+                complete = False
+            if not complete:  # read the chunks that made it to disk, in file order
+                from mcap.reader import NonSeekingReader
+
+                fh.seek(0)
+                reader = NonSeekingReader(fh)
+            for schema, channel, message in _tolerant(reader.iter_messages(log_time_order=complete), complete):
+                if topics is not None and not any(_matches(channel.topic, t) for t in topics):
+                    continue
+                decode = decoders.get(channel.id)
+                if decode is None:
+                    decode = factory.decoder_for(channel.message_encoding, schema)
+                    if decode is None:
+                        raise RecordingError(f"{channel.topic}: cannot decode {channel.message_encoding!r} "
+                                             f"messages with a {getattr(schema, 'encoding', None)!r} schema")
+                    decoders[channel.id] = decode
+                yield channel.topic, message.log_time, message.publish_time, decode(message.data)
+        except RecordingError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the mcap readers raise many types for a bad file
+            raise RecordingError(f"cannot read {str(path)!r} as an MCAP recording: {type(exc).__name__}: {exc}") \
+                from None
+
+
+def _tolerant(records, complete: bool):
+    """All records of a finished file; those before the damage in an unfinished one."""
+    if complete:
+        yield from records
+        return
+    count = 0
+    try:
+        for record in records:
+            count += 1
+            yield record
+    except Exception:  # noqa: BLE001 - truncated chunk / missing footer: stop at the last good record
+        if count == 0:
+            raise
+
+
+def _stamp_s(stamp) -> float:
+    return float(stamp.sec) + float(stamp.nanosec) * 1e-9
+
+
+def _quat_matrix(x: float, y: float, z: float, w: float) -> np.ndarray:
+    n = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / n, y / n, z / n, w / n
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+        [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+        [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def odom_sample(msg) -> Optional[Tuple[float, np.ndarray, np.ndarray]]:
+    """``(t, position, world velocity)`` of a decoded nav_msgs/Odometry, or None when unusable."""
+    pose, twist = msg.pose.pose, msg.twist.twist
+    p, q, v = pose.position, pose.orientation, twist.linear
+    values = (p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z)
+    if not all(math.isfinite(c) for c in values) or q.x ** 2 + q.y ** 2 + q.z ** 2 + q.w ** 2 < 1e-12:
+        return None
+    velocity = _quat_matrix(q.x, q.y, q.z, q.w) @ np.array([v.x, v.y, v.z])
+    return _stamp_s(msg.header.stamp), np.array([p.x, p.y, p.z]), velocity
+
+
+@dataclass
+class RecordedRun:
+    """What a recording says about one flight."""
+
+    log: FlightLog
+    goal: Optional[np.ndarray] = None
+    goal_time_s: Optional[float] = None  # receive time (recorder's clock: sim time in the sim graph)
+    replan_ms: List[float] = field(default_factory=list)  # the planner's replan_ms_median status values
+    counts: dict = field(default_factory=dict)  # odom, goal_pose, status messages per topic
+
+
+def read_run(path) -> RecordedRun:
+    """The odometry, goal and planner status of a recording (RecordingError without odometry)."""
+    log = FlightLog()
+    run = RecordedRun(log)
+    for topic, log_time, _pub, msg in iter_messages(path, (TOPIC_ODOM, TOPIC_GOAL, TOPIC_STATUS)):
+        run.counts[topic] = run.counts.get(topic, 0) + 1
+        if _matches(topic, TOPIC_ODOM):
+            sample = odom_sample(msg)
+            if sample is not None:
+                log.append(*sample)
+        elif _matches(topic, TOPIC_GOAL) and run.goal is None:
+            p = msg.pose.position
+            run.goal = np.array([p.x, p.y, p.z], dtype=float)
+            run.goal_time_s = log_time * 1e-9
+        elif _matches(topic, TOPIC_STATUS) and msg.status:
+            st = msg.status[0]
+            if st.name.endswith("planner"):
+                values = {kv.key: kv.value for kv in st.values}
+                try:
+                    run.replan_ms.append(float(values.get("replan_ms_median", "n/a")))
+                except ValueError:
+                    pass
+    if len(log) == 0:
+        raise RecordingError(f"{str(path)!r} has no odometry ('odom' messages); recorded topics: "
+                             f"{sorted(run.counts) or 'none'}")
+    return run
+
+
+def summarize(run: RecordedRun, world, goal=None, tolerance_m: float = 0.5, timeout_s: float = 60.0,
+              radius_m: Optional[float] = None, planner: str = "(recorded)",
+              world_name: str = "") -> Tuple[EpisodeSummary, FlightLog]:
+    """The flight judged like the bringup mission: from the goal's time, the first of collision
+    (clearance to ``world`` < ``radius_m``), reached (within ``tolerance_m``) or timeout; the
+    returned log ends there. Without a goal (none recorded nor given) the whole run is plotted and
+    the reason is ``no_goal``."""
+    if radius_m is None:
+        from planner_pkg.sim.params import QuadrotorParams
+
+        radius_m = QuadrotorParams().collision_radius_m
+    goal = run.goal if goal is None else np.asarray(goal, dtype=float)
+    data = run.log.as_array()
+    t_goal = run.goal_time_s
+    if goal is not None and t_goal is None:
+        t_goal = float(data[0, 0])
+    reason, t_end, end = "", None, len(data)
+    path_m, min_clear, prev = 0.0, math.inf, None
+    if goal is not None:
+        for i, row in enumerate(data):
+            t, pos = row[0], row[1:4]
+            if t <= t_goal:
+                continue
+            if prev is not None:
+                path_m += float(np.linalg.norm(pos - prev))
+            prev = pos
+            clearance = float(world.signed_distance(pos)) - radius_m
+            min_clear = min(min_clear, clearance)
+            if clearance < 0:
+                reason = "collision"
+            elif np.linalg.norm(pos - goal) <= tolerance_m:
+                reason = "goal_reached"
+            elif t - t_goal >= timeout_s:
+                reason = "timeout"
+            if reason:
+                t_end, end = float(t), i + 1
+                break
+    cut = FlightLog()
+    for row in data[:end]:
+        cut.append(row[0], row[1:4], row[4:7])
+    kept = data[:end]
+    flown = kept[kept[:, 0] >= t_goal] if t_goal is not None else kept
+    duration = 0.0
+    if goal is not None and len(flown):
+        duration = (t_end if t_end is not None else float(flown[-1, 0])) - t_goal
+    speeds = np.linalg.norm(flown[:, 4:7], axis=1) if len(flown) else np.zeros(1)
+    last = flown[-1, 1:4] if len(flown) else kept[-1, 1:4]
+    collided = reason == "collision"
+    summary = EpisodeSummary(
+        reached=reason == "goal_reached", collided=collided, time_s=duration, path_length_m=path_m,
+        min_clearance_m=min_clear if math.isfinite(min_clear) else None,
+        replan_ms_median=float(np.median(run.replan_ms)) if run.replan_ms else None,
+        replan_ms_p95=float(np.percentile(run.replan_ms, 95)) if run.replan_ms else None,
+        reason=reason or ("interrupted" if goal is not None else "no_goal"),
+        mean_speed_mps=path_m / duration if duration > 0 else 0.0, max_speed_mps=float(speeds.max()),
+        final_goal_distance_m=float(np.linalg.norm(last - goal)) if goal is not None else math.nan,
+        seed=0, planner=planner, vehicle="quadrotor", world=world_name,
+        start=flown[0, 1:4].tolist() if len(flown) else [], goal=goal.tolist() if goal is not None else [],
+        collision_time_s=t_end if collided else None, collision_position=last.tolist() if collided else None,
+        message="from a recording (MCAP)",
+    )
+    return summary, cut
+
+
+# ---------------------------------------------------------------------------------------------
+# python -m planner_pkg plot
+# ---------------------------------------------------------------------------------------------
+def add_parser(sub) -> None:
+    """The ``plot`` subcommand (registered by ``planner_pkg/cli.py``)."""
+    from planner_pkg.cli import _positive_float, parse_point
+
+    p = sub.add_parser("plot", help="draw flight.png (and a summary) from a recorded run (MCAP)")
+    p.add_argument("recording", metavar="RUN.mcap", help="MCAP written by 'bringup --record' / the recorder node")
+    p.add_argument("--world", required=True, metavar="FILE", help="the world file the run flew in")
+    p.add_argument("-o", "--output", required=True, metavar="PNG", help="plot to write")
+    p.add_argument("--summary", metavar="JSON", help="also write the run's summary (fly's summary.json keys)")
+    p.add_argument("--log", metavar="CSV", help="also write the flight log t,x,y,z,vx,vy,vz")
+    p.add_argument("--goal", type=parse_point, metavar="X,Y,Z", help="goal, if the recording has no goal_pose")
+    p.add_argument("--goal-tolerance", type=_positive_float, default=0.5, metavar="M", help="goal radius, m (0.5)")
+    p.add_argument("--timeout", type=_positive_float, default=60.0, metavar="S",
+                   help="mission limit after the goal, sim s (60, as bringup)")
+    p.add_argument("--title", help="plot title (default: the recording's name)")
+    p.set_defaults(handler=_cmd_plot)
+
+
+def _cmd_plot(args) -> int:
+    from planner_pkg.cli import EXIT_OK, CliError, _load_world, _writable
+    from planner_pkg.sim.plot import PlottingUnavailableError, plot_flight, require_pyplot
+
+    world = _load_world(args.world)
+    out = _writable(args.output, "-o")
+    try:
+        require_pyplot()
+    except PlottingUnavailableError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        run = read_run(args.recording)
+    except RecordingError as exc:
+        raise CliError(str(exc)) from None
+    summary, log = summarize(run, world, goal=args.goal, tolerance_m=args.goal_tolerance, timeout_s=args.timeout,
+                             world_name=Path(args.world).name)
+    plot_flight(out, world, log, summary, title=args.title or f"recorded run {Path(args.recording).name}")
+    if args.summary:
+        summary.write_json(_writable(args.summary, "--summary"))
+    if args.log:
+        log.write_csv(_writable(args.log, "--log"))
+    print(json.dumps(summary.to_dict(), allow_nan=False))
+    return EXIT_OK
