@@ -7,7 +7,6 @@ waits for the planner's ``planning/lockstep`` reports, with a bounded wait."""
 import importlib.util
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
