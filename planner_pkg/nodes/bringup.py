@@ -74,8 +74,9 @@ PROFILES: Dict[str, tuple] = {
 }
 USE_SIM_TIME = {"sim": True, "gazebo": True, "hardware": False}
 # ``--planner policy`` in these profiles: the policy node flies setpoints itself, so it replaces
-# the planner and the trajectory server (launch/sim.launch.py ``planner:=policy`` does the same).
-POLICY_PROFILES = ("sim",)
+# the planner and the trajectory server (launch/sim.launch.py and hardware.launch.py
+# ``planner:=policy`` do the same; on hardware the fcu_bridge takes its setpoints).
+POLICY_PROFILES = ("sim", "hardware")
 
 
 def profile_specs(profile: str, planner: Optional[str] = None) -> List[NodeSpec]:
@@ -334,6 +335,7 @@ class Mission:
 
     def _finish(self, reason: str, t: float) -> None:
         self.reason, self.t_end = reason, t
+        self.wall_end = time.monotonic()
         self.done.set()
 
     def send_goal(self) -> bool:
@@ -346,6 +348,7 @@ class Mission:
             return False
         with self.lock:
             self.t_goal = self.log.t[-1]
+            self.wall_goal = time.monotonic()
         self.goal_pub.publish(goal_to_pose(self.goal))
         self.goal_sent = True
         return True
@@ -374,6 +377,8 @@ class Mission:
         if self.t_goal is not None and len(flown):
             duration = (t_end if t_end is not None else float(flown[-1, 0])) - self.t_goal
         speeds = np.linalg.norm(flown[:, 4:7], axis=1) if len(flown) else np.zeros(1)
+        wall_goal, wall_end = getattr(self, "wall_goal", None), getattr(self, "wall_end", None)
+        wall = (wall_end if wall_end is not None else time.monotonic()) - wall_goal if wall_goal is not None else 0.0
         last = flown[-1, 1:4] if len(flown) else (data[-1, 1:4] if len(data) else np.full(3, np.nan))
         collided = self.reason == "collision"
         return EpisodeSummary(
@@ -383,9 +388,11 @@ class Mission:
             replan_ms_p95=float(np.percentile(self.replan_ms, 95)) if self.replan_ms else None,
             reason=self.reason or "interrupted", mean_speed_mps=self.path_m / duration if duration > 0 else 0.0,
             max_speed_mps=float(speeds.max()), final_goal_distance_m=float(np.linalg.norm(last - self.goal)),
-            seed=0, planner=planner, vehicle=vehicle, world=world_name,
+            seed=None, planner=planner, vehicle=vehicle, world=world_name,
             start=flown[0, 1:4].tolist() if len(flown) else [], goal=self.goal.tolist(),
             collision_time_s=t_end if collided else None, collision_position=last.tolist() if collided else None,
+            planner_calls=None, bad_setpoints=None, depth_frames=None,  # counted inside the nodes, not here
+            wall_time_s=wall, real_time_factor=duration / wall if wall > 0 and duration > 0 else None,
             message=f"over ROS 2 DDS; planner status: {self.planner_status}",
         )
 

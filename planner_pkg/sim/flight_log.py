@@ -97,7 +97,7 @@ class EpisodeSummary:
     mean_speed_mps: float
     max_speed_mps: float
     final_goal_distance_m: float
-    seed: int
+    seed: Optional[int]  # None where no seed applies (a mission over ROS on a given world)
     planner: str
     vehicle: str
     world: Optional[str] = None
@@ -105,10 +105,10 @@ class EpisodeSummary:
     goal: List[float] = field(default_factory=list)
     collision_time_s: Optional[float] = None
     collision_position: Optional[List[float]] = None
-    planner_calls: int = 0
-    bad_setpoints: int = 0
-    depth_frames: int = 0
-    wall_time_s: float = 0.0
+    planner_calls: Optional[int] = 0  # None: not counted (a mission over ROS)
+    bad_setpoints: Optional[int] = 0
+    depth_frames: Optional[int] = 0
+    wall_time_s: Optional[float] = 0.0
     real_time_factor: Optional[float] = None
     message: str = ""
 

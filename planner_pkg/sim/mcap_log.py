@@ -223,9 +223,10 @@ def summarize(run: RecordedRun, world, goal=None, tolerance_m: float = 0.5, time
         reason=reason or ("interrupted" if goal is not None else "no_goal"),
         mean_speed_mps=path_m / duration if duration > 0 else 0.0, max_speed_mps=float(speeds.max()),
         final_goal_distance_m=float(np.linalg.norm(last - goal)) if goal is not None else math.nan,
-        seed=0, planner=planner, vehicle="quadrotor", world=world_name,
+        seed=None, planner=planner, vehicle="quadrotor", world=world_name,
         start=flown[0, 1:4].tolist() if len(flown) else [], goal=goal.tolist() if goal is not None else [],
         collision_time_s=t_end if collided else None, collision_position=last.tolist() if collided else None,
+        planner_calls=None, bad_setpoints=None, depth_frames=None, wall_time_s=None,  # not in a recording
         message="from a recording (MCAP)",
     )
     return summary, cut
