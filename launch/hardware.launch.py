@@ -1,7 +1,11 @@
-"""Onboard graph on a real drone: planner + trajectory server + the flight-controller bridge.
+"""Onboard graph on a real drone: planner + trajectory server (or the policy) + the flight-controller bridge.
 
     ros2 launch planner_pkg hardware.launch.py [namespace:=drone1] [params_file:=...]
-        [use_sim_time:=false] [world:=]
+        [use_sim_time:=false] [world:=] [planner:=policy]
+
+``planner:=policy`` starts the learned depth policy node (``policy``, acceleration setpoints
+straight to the fcu_bridge) instead of the planner and the trajectory server; the default is the
+EGO graph (the params file's planner).
 
 Odometry and the depth camera come from the drone (``odom``, ``depth/image``); the flight
 controller bridge (``fcu_bridge``, MAVLink to PX4/ArduPilot) consumes ``setpoint``. Without
@@ -32,17 +36,26 @@ def _nodes(context):
         bounds = load_world(find_world(get("world")))
         planner_params["geofence_min_m"] = [float(v) for v in bounds.bounds_min]
         planner_params["geofence_max_m"] = [float(v) for v in bounds.bounds_max]
-    actions = [
+    fcu = Node(package=PACKAGE, executable="fcu_bridge", name="fcu_bridge", namespace=namespace,
+               parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
+               respawn_delay=1.0)
+    if get("planner") == "policy":
+        # the policy node publishes setpoints itself: no planner, no trajectory server
+        return [
+            Node(package=PACKAGE, executable="policy_node", name="policy", namespace=namespace,
+                 parameters=[params_file, planner_params], output="screen", respawn=True, respawn_delay=1.0),
+            fcu,
+        ]
+    if get("planner"):
+        planner_params["planner"] = get("planner")
+    return [
         Node(package=PACKAGE, executable="planner_node", name="planner", namespace=namespace,
              parameters=[params_file, planner_params], output="screen", respawn=True, respawn_delay=1.0),
         Node(package=PACKAGE, executable="traj_server", name="traj_server", namespace=namespace,
              parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
              respawn_delay=1.0),
-        Node(package=PACKAGE, executable="fcu_bridge", name="fcu_bridge", namespace=namespace,
-             parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
-             respawn_delay=1.0),
+        fcu,
     ]
-    return actions
 
 
 def generate_launch_description():
@@ -52,5 +65,7 @@ def generate_launch_description():
                               description="parameter YAML (default: share/planner_pkg/config/hardware.yaml)"),
         DeclareLaunchArgument("world", default_value="", description="optional world file bounding the goals"),
         DeclareLaunchArgument("use_sim_time", default_value="false", description="follow /clock (SITL)"),
+        DeclareLaunchArgument("planner", default_value="",
+                              description="planner (default: the params file's, EGO; policy: the learned policy)"),
         OpaqueFunction(function=_nodes),
     ])

@@ -37,7 +37,6 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import Image, PointCloud2
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
@@ -136,6 +135,7 @@ class PlannerNode(Node):
         self.throttle = c.Throttle(2.0)
         self.planner = None
         self.planner_error = ""
+        self.lockstep = c.LockstepReporter(self)  # before the planner: its time limits depend on it
         self._build_planner()
         self.state: Optional[VehicleState] = None
         self.odom_wall = -math.inf  # ROS time (s) when the last good odometry arrived
@@ -157,8 +157,6 @@ class PlannerNode(Node):
         self.depth_camera = DepthCamera(cfg.camera)
         self.tick_clock_ms: list = []  # ROS-clock time that passed during each recent tick, ms (0 in lockstep)
         self._safety_nets_logged = 0
-        self.pub_lockstep = self.create_publisher(ClockMsg, c.TOPIC_LOCKSTEP, c.CLOCK_QOS) \
-            if self.get_parameter("use_sim_time").value else None
 
         self.pub_traj = self.create_publisher(MultiDOFJointTrajectory, c.TOPIC_TRAJECTORY, c.TRAJECTORY_QOS)
         self.pub_markers = self.create_publisher(MarkerArray, c.TOPIC_PLANNING_MARKERS, c.MARKERS_QOS)
@@ -187,7 +185,7 @@ class PlannerNode(Node):
 
     def _lockstep_reporting(self) -> bool:
         """Under sim time with ``lockstep_report``: report each finished tick for the simulator."""
-        return bool(self.params.config.lockstep_report and self.get_parameter("use_sim_time").value)
+        return self.lockstep.active(self.params.config.lockstep_report)
 
     def _start_plan_timer(self) -> None:
         if self._plan_timer is not None:
@@ -196,17 +194,7 @@ class PlannerNode(Node):
 
     def _report_tick(self) -> None:
         """Publish the sim time of the next tick (this one is finished)."""
-        if self.pub_lockstep is None or not self.params.config.lockstep_report:
-            return
-        # the timer's own next call (on its grid), so a tick that started late does not shift the
-        # grid for good; now + period if the timer cannot say
-        until = self._plan_timer.time_until_next_call() if self._plan_timer is not None else None
-        if until is None:
-            until = int(1.0 / self._rate_hz() * 1e9)  # as rclpy's timer rounds its period
-        t = self.get_clock().now().nanoseconds + max(int(until), 0)
-        msg = ClockMsg()
-        msg.clock.sec, msg.clock.nanosec = t // 1_000_000_000, t % 1_000_000_000
-        self.pub_lockstep.publish(msg)
+        self.lockstep.report(self._plan_timer, 1.0 / self._rate_hz(), self.params.config.lockstep_report)
 
     def _build_planner(self) -> None:
         cfg = self.params.config

@@ -9,6 +9,16 @@ acceleration setpoint: position and velocity NaN, acceleration (world ENU, gravi
 clamped in vertical, tilt and norm, and a speed guard (``max_speed_mps``); the heading faces the
 goal. The latest command is re-sent at ``setpoint_rate_hz`` between network calls.
 
+Simulation lockstep (as ``planner_node``): under ``use_sim_time`` with ``lockstep_report`` every
+finished network tick - also one that flew nothing (no odometry, no goal, a hold) - publishes the
+sim time of the next tick on ``planning/lockstep`` (rosgraph_msgs/Clock,
+:class:`~planner_pkg.nodes.common.LockstepReporter`); a ``sim_bridge`` with ``lockstep: true`` then
+never runs sim time past it, so the flight does not depend on the real-time factor or the load.
+The simulator also waits, per ``lockstep_step_s`` (0.02 s), for the setpoint stamped at the start
+of each step: ``setpoint_rate_hz`` must then be at least ``1 / lockstep_step_s`` (50 Hz, the
+default), or it stalls ``lockstep_timeout_s`` and gives up waiting for setpoints (logged). On wall
+time (hardware) nothing of this applies.
+
 Odometry twist is in ``base_link`` (REP 105); ``conversions.odometry_to_state`` rotates it into
 the map frame, which is what the network's state input needs.
 
@@ -87,8 +97,9 @@ class PolicyNodeConfig:
                             "policy model file (.agm, 'policy train' output); empty = the shipped model"})
     rate_hz: float = field(default=15.0, metadata={"range": (1.0, 100.0), "description":
                            "network updates per second on the ROS clock (the model is trained at 15 Hz)"})
-    setpoint_rate_hz: float = field(default=30.0, metadata={"range": (1.0, 500.0), "description":
-                                    "setpoint publishing rate, Hz (>= rate_hz; re-sends the last command)"})
+    setpoint_rate_hz: float = field(default=50.0, metadata={"range": (1.0, 500.0), "description":
+                                    "setpoint publishing rate, Hz (>= rate_hz; re-sends the last command; in "
+                                    "simulation lockstep >= 1 / the sim_bridge's lockstep_step_s)"})
     target_speed_mps: Optional[float] = field(default=None, metadata={"description":
                                               "commanded cruise speed, m/s; none = the model's evaluation speed"})
     max_speed_mps: float = field(default=4.0, metadata={"range": (0.1, 20.0), "description":
@@ -117,6 +128,9 @@ class PolicyNodeConfig:
     base_frame: str = field(default=conv.BODY_FRAME, metadata={"read_only": True, "description":
                             "body frame of the odometry twist (child_frame_id)"})
     status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
+    lockstep_report: bool = field(default=True, metadata={"description":
+                                  "under use_sim_time: publish planning/lockstep (the sim time of the next network "
+                                  "tick) after every tick, so a lockstep simulator waits for the policy"})
     camera: PolicyCameraConfig = field(default_factory=PolicyCameraConfig)
 
     def __post_init__(self):
@@ -218,6 +232,7 @@ class PolicyNode(Node):
 
         self.pub_setpoint = self.create_publisher(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, c.SETPOINT_QOS)
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
+        self.lockstep = c.LockstepReporter(self)
         self.create_subscription(Odometry, c.TOPIC_ODOM, self._on_odom, c.ODOM_QOS)
         self.create_subscription(Image, c.TOPIC_DEPTH, self._on_image, c.SENSOR_QOS)
         self.create_subscription(PoseStamped, c.TOPIC_GOAL, self._on_goal, c.GOAL_QOS)
@@ -226,19 +241,30 @@ class PolicyNode(Node):
         obs = self.planner.policy.config.observation
         self.log.info(f"policy {self.planner.policy.path} ready: {self.planner.rate_hz:g} Hz, "
                       f"{obs.image_hw[1]}x{obs.image_hw[0]} input from {cfg.camera.width_px}x{cfg.camera.height_px} "
-                      f"images, cruise {self.planner.speed_mps:g} m/s")
+                      f"images, cruise {self.planner.speed_mps:g} m/s"
+                      + (f"; lockstep reports on {c.TOPIC_LOCKSTEP}" if self._lockstep_reporting() else ""))
 
     # -- configuration ---------------------------------------------------------------------------
     def _start_timers(self, cfg: PolicyNodeConfig) -> None:
         for timer in self._timers:
             self.destroy_timer(timer)
-        self._timers = [self.create_timer(1.0 / cfg.rate_hz, self._step),
+        self._timers = [self.create_timer(1.0 / cfg.rate_hz, self._tick),
                         self.create_timer(1.0 / cfg.setpoint_rate_hz, self._republish),
                         self.create_timer(1.0 / cfg.status_rate_hz, self._publish_status)]
 
     def _config_changed(self, cfg: PolicyNodeConfig) -> None:
         self.planner.set_config(planner_config(cfg))
         self._start_timers(cfg)
+        self._report_tick()  # a new period: tell a waiting simulator
+
+    def _lockstep_reporting(self) -> bool:
+        """Under sim time with ``lockstep_report``: report each finished tick for the simulator."""
+        return self.lockstep.active(self.params.config.lockstep_report)
+
+    def _report_tick(self) -> None:
+        """Publish the sim time of the next network tick (this one is finished)."""
+        cfg = self.params.config
+        self.lockstep.report(self._timers[0] if self._timers else None, 1.0 / cfg.rate_hz, cfg.lockstep_report)
 
     # -- inputs ----------------------------------------------------------------------------------
     def _bad(self, key: str, what: str, exc, cause: str = "") -> None:
@@ -302,6 +328,13 @@ class PolicyNode(Node):
         self.log.info(self.goal_status)
 
     # -- the network loop ------------------------------------------------------------------------
+    def _tick(self) -> None:
+        try:
+            self._step()
+        finally:
+            # every tick, also one that flew nothing, tells a lockstep simulator it may go on
+            self._report_tick()
+
     def _step(self) -> None:
         cfg = self.params.config
         now = c.now_s(self)
@@ -393,6 +426,7 @@ class PolicyNode(Node):
             ("inference_ms_p95", f"{np.percentile(ms, 95):.3f}" if ms.size else "n/a"),
             ("inference_ms_max", f"{ms.max():.3f}" if ms.size else "n/a"),
             ("cruise_speed_mps", f"{self.planner.speed_mps:g}"), ("model", self.planner.policy.path),
+            ("lockstep_report", self._lockstep_reporting()), ("lockstep_reports", self.lockstep.reports),
         ] + list(self.counters.items())
         self.pub_status.publish(conv.make_status(self.get_name(), level, message, values, now))
 

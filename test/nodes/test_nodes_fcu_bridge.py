@@ -321,7 +321,7 @@ def test_shipped_hardware_yaml_is_valid(autopilot):
     assert link.failsafe.geofence.kind != "none"
     # the rest of the graph as in hardware.yaml (its blocks are repeated, so they must not drift)
     base = yaml.safe_load((ROOT / "config" / "hardware.yaml").read_text())
-    for node in ("/**/planner", "/**/traj_server"):
+    for node in ("/**/planner", "/**/traj_server", "/**/policy"):
         assert data[node] == base[node], f"{name} {node} differs from hardware.yaml's"
     # the bridge's fence contains the planner's
     planner = data["/**/planner"]["ros__parameters"]

@@ -74,6 +74,22 @@ def test_bringup_starts_the_launch_files_nodes(profile):
             assert scripts[spec.executable] == f"{spec.module}:main"
 
 
+def test_policy_profiles_swap_the_policy_in_and_declare_planner():
+    """``--planner policy`` / ``planner:=policy``: the policy node replaces planner + traj_server in
+    sim and hardware (it sends setpoints itself); gazebo keeps its graph."""
+    names = lambda specs: [s.name for s in specs]  # noqa: E731
+    assert names(bringup.profile_specs("sim", "policy")) == ["sim_bridge", "policy"]
+    assert names(bringup.profile_specs("hardware", "policy")) == ["policy", "fcu_bridge"]
+    assert names(bringup.profile_specs("hardware")) == ["planner", "traj_server", "fcu_bridge"]
+    assert names(bringup.profile_specs("hardware", "ego")) == ["planner", "traj_server", "fcu_bridge"]
+    assert names(bringup.profile_specs("gazebo", "policy")) == ["sim_bridge", "planner", "traj_server"]
+    for profile in bringup.POLICY_PROFILES:
+        source = (ROOT / "launch" / f"{profile}.launch.py").read_text()
+        declared = {ast.literal_eval(n.args[0]) for n in ast.walk(ast.parse(source))
+                    if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "DeclareLaunchArgument"}
+        assert "planner" in declared, f"{profile}.launch.py declares no 'planner' argument"
+
+
 def test_gz_bridge_maps_our_topics():
     import yaml
 

@@ -114,6 +114,7 @@ CASES = [
     ("gazebo", {"world": "forest_small.yaml", "start": "[-12.0, 0.0, 1.0]"},
      ["--world", "forest_small.yaml", "--start=-12,0,1"]),
     ("hardware", {}, []),
+    ("hardware", {"planner": "policy"}, ["--planner", "policy"]),
 ]
 
 
@@ -144,5 +145,18 @@ def test_launch_file_and_bringup_start_the_same_nodes_with_the_same_parameters(s
 
 def test_launch_namespace_reaches_every_node(standin_launch):
     for profile in ("sim", "hardware"):
-        for kwargs in _launch(profile, namespace="drone1").values():
-            assert kwargs["namespace"] == "drone1"
+        for planner in ("", "policy"):
+            for kwargs in _launch(profile, namespace="drone1", planner=planner).values():
+                assert kwargs["namespace"] == "drone1"
+
+
+def test_hardware_launch_policy_replaces_planner_and_traj_server(standin_launch):
+    assert set(_launch("hardware")) == {"planner", "traj_server", "fcu_bridge"}  # default: the EGO graph
+    launched = _launch("hardware", planner="policy")
+    assert set(launched) == {"policy", "fcu_bridge"}
+    assert launched["policy"]["executable"] == "policy_node"
+    files, overrides = _launch_overrides(launched["policy"])
+    assert [Path(f).name for f in files] == ["hardware.yaml"] and overrides == {"use_sim_time": False}
+    # a known flying area bounds the policy's goals as it does the planner's
+    world = _launch("hardware", planner="policy", world="forest_small.yaml")["policy"]
+    assert {"geofence_min_m", "geofence_max_m"} <= set(_launch_overrides(world)[1])

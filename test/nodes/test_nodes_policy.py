@@ -294,6 +294,141 @@ def test_sim_yaml_policy_block_matches_the_declared_parameters():
 
 
 # ---------------------------------------------------------------------------------------------
+# simulation lockstep (planning/lockstep) and the hardware parameter files
+# ---------------------------------------------------------------------------------------------
+PERIOD_NS = int(1.0 / 15.0 * 1e9)  # rate_hz 15, as rclpy rounds a timer's period
+HARDWARE_YAMLS = ("hardware.yaml", "hardware_px4.yaml", "hardware_ardupilot.yaml")
+
+
+class FakeLockstepSim:
+    """Plays a lockstep simulator: publishes /clock and records planning/lockstep reports (ns)."""
+
+    def __init__(self, ros):
+        from rosgraph_msgs.msg import Clock as ClockMsg
+
+        self.msg_type = ClockMsg
+        self.node = n = ros.node("fake_lockstep_sim")
+        self.reports = []
+        n.create_subscription(ClockMsg, c.TOPIC_LOCKSTEP, self._on_report, c.CLOCK_QOS)
+        self.pub_clock = n.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
+
+    def _on_report(self, msg):
+        self.reports.append(msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
+
+    def clock(self, t_ns: int) -> None:
+        msg = self.msg_type()
+        msg.clock.sec, msg.clock.nanosec = divmod(int(t_ns), 1_000_000_000)
+        self.pub_clock.publish(msg)
+
+    def report_after(self, t_ns: int, timeout_s: float = 5.0):
+        """The newest report later than ``t_ns`` (waiting for it), or None."""
+        ok = wait_for(lambda: self.reports and self.reports[-1] > t_ns, timeout_s)
+        return self.reports[-1] if ok else None
+
+
+def test_reports_lockstep_under_sim_time_on_every_tick(ros):
+    """Under use_sim_time the node reports, after every network tick - here ticks that fly nothing
+    (no odometry) - the sim time of its next tick; a simulator that only ever advances the clock to
+    the reported time keeps the node ticking (no deadlock) on its own 15 Hz grid."""
+    sim = FakeLockstepSim(ros)
+    node = ros.add(PolicyNode(context=ros.context, parameter_overrides=FENCE + [
+        Parameter("use_sim_time", value=True)]))
+    assert node._lockstep_reporting() and node.lockstep.publisher is not None
+    assert wait_for(lambda: sim.pub_clock.get_subscription_count() > 0
+                    and sim.node.count_publishers(c.TOPIC_LOCKSTEP) == 1, 15.0), "no DDS match"
+    t = 1_000_000_000
+    sim.clock(t)
+    grants = []
+    for _ in range(10):  # lockstep: the clock goes exactly to each reported time, never beyond
+        r = sim.report_after(t)
+        assert r is not None, f"no lockstep report after sim time {t} ns (reports {sim.reports[-3:]})"
+        assert r - t <= PERIOD_NS + 1, (r, t)  # the next tick, never further
+        grants.append(r)
+        t = r
+        sim.clock(t)
+    steps = np.diff(grants)
+    assert (np.abs(steps - PERIOD_NS) <= 1).all(), f"reports not on the 15 Hz tick grid: {steps.tolist()}"
+    assert node.mode == "waiting for odometry" and node.counters["steps"] == 0  # ticks that flew nothing
+    # switched off at runtime: no more reports (the node still ticks on the clock it is given)
+    assert node.set_parameters([Parameter("lockstep_report", value=False)])[0].successful
+    assert not node._lockstep_reporting()
+    n = len(sim.reports)
+    for _ in range(5):
+        t += PERIOD_NS
+        sim.clock(t)
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert len(sim.reports) == n, "reports while lockstep_report is false"
+    # on again: a waiting simulator hears the next tick at once (the change itself reports)
+    assert node.set_parameters([Parameter("lockstep_report", value=True)])[0].successful
+    assert sim.report_after(t) is not None
+
+
+@pytest.mark.parametrize("name", HARDWARE_YAMLS)
+def test_no_lockstep_reports_on_wall_time_with_the_hardware_parameters(ros, name):
+    """The shipped hardware policy block loads in the node (model and camera accepted), is on wall
+    time, and publishes no lockstep report (no publisher at all) while it ticks."""
+    data = yaml.safe_load((ROOT / "config" / name).read_text())
+    flat = flatten_yaml_block(data["/**/policy"]["ros__parameters"])
+    assert flat["use_sim_time"] is False and flat["lockstep_report"] is False
+    sim = FakeLockstepSim(ros)
+    node = ros.add(PolicyNode(context=ros.context, parameter_overrides=[Parameter(k, value=v)
+                                                                         for k, v in flat.items()]))
+    assert node.lockstep.publisher is None and not node._lockstep_reporting()
+    assert node.params.config.max_speed_mps <= 2.0 and node.planner.speed_mps <= 2.0
+    # also with lockstep_report true, wall time never reports
+    assert node.set_parameters([Parameter("lockstep_report", value=True)])[0].successful
+    assert not node._lockstep_reporting()
+    statuses = []
+    sim.node.create_subscription(DiagnosticArray, c.TOPIC_STATUS,
+                                 lambda m: statuses.append(conv.status_values(m)), c.STATUS_QOS)
+    assert wait_for(lambda: any(s.get("name") == "policy" for s in statuses), 10.0)
+    time.sleep(0.5)  # several 15 Hz ticks
+    assert sim.reports == [] and sim.node.count_publishers(c.TOPIC_LOCKSTEP) == 0
+    assert [s["lockstep_report"] for s in statuses if s.get("name") == "policy"][-1] == "False"
+
+
+def test_hardware_yamls_policy_blocks_match_and_stay_inside_the_bridge_limits():
+    """The policy block is repeated in hardware_px4/ardupilot.yaml: it must equal hardware.yaml's;
+    its geofence is the planner's, inside the fcu_bridge's fence, and its speed under the bridge's clamp."""
+    base = yaml.safe_load((ROOT / "config" / "hardware.yaml").read_text())
+    specs = param_specs(PolicyNodeConfig)
+    kinds = {s.name: s.kind for s in specs}
+    for name in HARDWARE_YAMLS:
+        data = yaml.safe_load((ROOT / "config" / name).read_text())
+        assert data["/**/policy"] == base["/**/policy"], f"{name} /**/policy differs from hardware.yaml's"
+        flat = flatten_yaml_block(data["/**/policy"]["ros__parameters"])
+        assert flat.pop("use_sim_time") is False
+        for k, v in flat.items():
+            if kinds[k] == "double":
+                assert isinstance(v, float), f"{name}: {k} = {v!r} must be written as a double"
+        cfg = build_config(PolicyNodeConfig, specs, flat)
+        assert not cfg.lockstep_report
+        planner = data["/**/planner"]["ros__parameters"]
+        assert list(cfg.geofence_min_m) == planner["geofence_min_m"]
+        assert list(cfg.geofence_max_m) == planner["geofence_max_m"]
+        failsafe = data["/**/fcu_bridge"]["ros__parameters"]["failsafe"]
+        fence = failsafe["geofence"]
+        assert all(lo <= p for lo, p in zip(fence["box_min_m"], cfg.geofence_min_m))
+        assert all(p <= hi for hi, p in zip(fence["box_max_m"], cfg.geofence_max_m))
+        assert cfg.max_speed_mps < failsafe["max_horizontal_speed_mps"]
+        assert cfg.max_accel_mps2 <= failsafe["max_acceleration_mps2"]
+
+
+def test_bringup_hardware_policy_starts_policy_and_fcu_bridge_only():
+    from planner_pkg.nodes import bringup
+
+    args = bringup.build_parser().parse_args(["hardware", "--planner", "policy"])
+    assert bringup._prepare(args) is None
+    assert [s.name for s in args.specs] == ["policy", "fcu_bridge"]
+    cmd = bringup.node_command("hardware", args.specs[0], args)
+    assert cmd[cmd.index("--params-file") + 1].endswith("hardware.yaml") and "use_sim_time:=false" in cmd
+    args = bringup.build_parser().parse_args(["hardware"])  # default: the EGO graph
+    assert bringup._prepare(args) is None
+    assert [s.name for s in args.specs] == ["planner", "traj_server", "fcu_bridge"]
+
+
+# ---------------------------------------------------------------------------------------------
 # integration: bringup sim --planner policy flies a mission (sim_bridge + policy processes)
 # ---------------------------------------------------------------------------------------------
 WORLD = """
@@ -355,6 +490,70 @@ def test_bringup_sim_policy_reaches_the_goal_without_collision(ros, tmp_path):
               f"{result['path_length_m']:.2f} m, min clearance {result['min_clearance_m']:.3f} m (mission) / "
               f"{seen['clearance']:.3f} m (test), max speed {result['max_speed_mps']:.2f} m/s; node inference "
               f"median/p95 {seen['inference'][-1] if seen['inference'] else 'n/a'} ms")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        for _, pid in _pids(log.read_text()):
+            if _alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("rtf", ["0", "3"])
+def test_bringup_sim_policy_in_lockstep_at_max_and_3x(ros, tmp_path, rtf):
+    """``--real-time-factor 0`` (as fast as possible) and 3x: the simulator is paced by the policy's
+    lockstep reports, so the flight is the 1x one; judged from the bringup's flight log against the
+    world file, and the sim_bridge's log and status say lockstep engaged without a timeout."""
+    world_path = tmp_path / "world.yaml"
+    world_path.write_text(WORLD)
+    world = load_world(world_path)
+    bridge_status = []
+
+    def on_status(msg):
+        v = conv.status_values(msg)
+        if v.get("name") == "sim_bridge":
+            bridge_status.append(v)
+
+    check = ros.node("policy_lockstep_check")
+    check.create_subscription(DiagnosticArray, c.TOPIC_STATUS, on_status, c.STATUS_QOS)
+    log, summary, flight = tmp_path / "bringup.log", tmp_path / "summary.json", tmp_path / "flight.csv"
+    cmd = [sys.executable, "-m", "planner_pkg", "bringup", "sim", "--planner", "policy", "--world", str(world_path),
+           "--start", ",".join(map(str, START)), "--goal", ",".join(map(str, GOAL)), "--timeout", "30",
+           "--real-time-factor", rtf, "--log-level", "info", "--summary", str(summary), "--log", str(flight)]
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    try:
+        code = proc.wait(timeout=50)
+        wall = time.monotonic() - t0
+        output = log.read_text()
+        assert code == 0, output[-3000:]
+        assert {name for name, _ in _pids(output)} == {"sim_bridge", "policy"}, output[-3000:]
+        assert not [p for _, p in _pids(output) if _alive(p)], "orphaned node processes"
+        # judged here from the odometry the bringup logged, against the world file
+        data = np.loadtxt(flight, delimiter=",", skiprows=1)
+        assert data.shape[0] > 100, "no odometry logged"
+        radius = QuadrotorParams().collision_radius_m
+        clearance = min(float(world.signed_distance(p)) - radius for p in data[:, 1:4])
+        assert np.linalg.norm(data[-1, 1:4] - np.asarray(GOAL)) <= 0.5, f"not reached; {output[-2000:]}"
+        assert clearance >= 0.0, f"collision: clearance {clearance:.3f} m (from the flight log)"
+        speed = float(np.linalg.norm(data[:, 4:7], axis=1).max())
+        assert speed <= 4.0 * 1.25, f"speed {speed:.2f} m/s over the 4 m/s guard (sim.yaml max_speed_mps)"
+        result = json.loads(summary.read_text())
+        assert result["reached"] and not result["collided"], result
+        # paced by the policy, and the simulator never had to give up waiting for it or its setpoints
+        assert "lockstep reports on planning/lockstep" in output and "lockstep engaged" in output, output[-3000:]
+        assert "has not reported" not in output and "no setpoint newer than" not in output, output[-3000:]
+        # the status says the same where this test's subscriber was discovered in time (the flight
+        # lasts ~2 s wall at max speed; on a loaded box DDS discovery can take longer than that, so
+        # the log above, where the sim_bridge writes every lockstep timeout, is what decides)
+        assert all(s["lockstep_timeouts"] == "0" for s in bridge_status), bridge_status[-1]
+        assert not bridge_status or any(s["lockstep"] in ("engaged", "waiting for the planner",
+                                                          "waiting for the setpoints") for s in bridge_status), \
+            [s["lockstep"] for s in bridge_status]
+        print(f"\nbringup sim --planner policy --real-time-factor {rtf}: reached in {result['time_s']:.2f} sim s "
+              f"({wall:.1f} s wall for the whole bringup), min clearance {clearance:.3f} m, max speed {speed:.2f} m/s; "
+              f"{len(bridge_status)} sim_bridge status messages seen")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
