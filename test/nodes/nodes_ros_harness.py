@@ -72,3 +72,19 @@ def pid_alive(pid: int) -> bool:
             return fh.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def kill_leftovers(proc, log_path) -> None:
+    """Last resort after a bringup subprocess test, pass or fail: SIGKILL the bringup's process
+    group if it still runs and every node process its log says it started; nothing may outlive
+    the test."""
+    import os
+    import signal
+    from pathlib import Path
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    for _, pid in started_pids(Path(log_path).read_text()):
+        if pid_alive(pid):
+            os.killpg(pid, signal.SIGKILL)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from nodes_ros_harness import pid_alive, started_pids, wait_for
+from nodes_ros_harness import kill_leftovers, pid_alive, started_pids, wait_for
 from nav_msgs.msg import Odometry
 
 from planner_pkg.nodes import common as c
@@ -57,16 +57,6 @@ def _pids(log_path):
 
 
 _alive = pid_alive
-
-
-def _cleanup(proc, log_path):
-    """Last resort for a failed test: nothing may outlive it."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    for _, pid in _pids(log_path):
-        if _alive(pid):
-            os.killpg(pid, signal.SIGKILL)
 
 
 class OdomCheck:
@@ -112,7 +102,7 @@ def test_bringup_flies_a_goal_over_dds_and_stops_cleanly(ros, tmp_path):
         assert not [p for _, p in pids if _alive(p)], "orphaned node processes"
         assert output.count("stopped (exit 0)") == 3, output
     finally:
-        _cleanup(proc, log)
+        kill_leftovers(proc, log)
 
 
 def test_bringup_restarts_a_crashed_node_and_stops_on_sigterm(ros, tmp_path):
@@ -132,7 +122,7 @@ def test_bringup_restarts_a_crashed_node_and_stops_on_sigterm(ros, tmp_path):
         assert proc.wait(timeout=30) == 0
         assert not [p for _, p in _pids(log) if _alive(p)], "orphaned node processes"
     finally:
-        _cleanup(proc, log)
+        kill_leftovers(proc, log)
 
 
 def test_bringup_stops_when_a_node_refuses_its_configuration(tmp_path):
@@ -147,7 +137,7 @@ def test_bringup_stops_when_a_node_refuses_its_configuration(tmp_path):
         assert "start_m" in text and "refused its configuration" in text
         assert not [p for _, p in _pids(log) if _alive(p)]
     finally:
-        _cleanup(proc, log)
+        kill_leftovers(proc, log)
 
 
 def test_bringup_single_process_runs_the_same_graph(ros, tmp_path):
@@ -161,7 +151,7 @@ def test_bringup_single_process_runs_the_same_graph(ros, tmp_path):
         text = log.read_text()
         assert all(f"[{name}]" in text for name in ("sim_bridge", "planner", "traj_server"))
     finally:
-        _cleanup(proc, log)
+        kill_leftovers(proc, log)
 
 
 def test_bringup_flies_ego_through_a_forest_at_3x_in_lockstep(tmp_path):
@@ -199,7 +189,7 @@ def test_bringup_flies_ego_through_a_forest_at_3x_in_lockstep(tmp_path):
         assert result["reached"] and not result["collided"]
         assert not [p for _, p in _pids(log) if _alive(p)], "orphaned node processes"
     finally:
-        _cleanup(proc, log)
+        kill_leftovers(proc, log)
 
 
 def test_lockstep_simulator_waits_for_the_planner_and_never_forever(ros, tmp_path):

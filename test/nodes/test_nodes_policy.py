@@ -4,7 +4,6 @@ mission flown by ``bringup sim --planner policy`` (sim_bridge + policy as proces
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from nodes_ros_harness import pid_alive, started_pids, wait_for
+from nodes_ros_harness import kill_leftovers, pid_alive, started_pids, wait_for
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
@@ -491,12 +490,7 @@ def test_bringup_sim_policy_reaches_the_goal_without_collision(ros, tmp_path):
               f"{seen['clearance']:.3f} m (test), max speed {result['max_speed_mps']:.2f} m/s; node inference "
               f"median/p95 {seen['inference'][-1] if seen['inference'] else 'n/a'} ms")
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        for _, pid in _pids(log.read_text()):
-            if _alive(pid):
-                os.killpg(pid, signal.SIGKILL)
+        kill_leftovers(proc, log)
 
 
 @pytest.mark.parametrize("rtf", ["0", "3"])
@@ -555,12 +549,7 @@ def test_bringup_sim_policy_in_lockstep_at_max_and_3x(ros, tmp_path, rtf):
               f"({wall:.1f} s wall for the whole bringup), min clearance {clearance:.3f} m, max speed {speed:.2f} m/s; "
               f"{len(bridge_status)} sim_bridge status messages seen")
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        for _, pid in _pids(log.read_text()):
-            if _alive(pid):
-                os.killpg(pid, signal.SIGKILL)
+        kill_leftovers(proc, log)
 
 
 def test_planner_additions_speed_guard_set_config_and_reset_memory():

@@ -18,7 +18,7 @@ from geometry_msgs.msg import PoseStamped  # noqa: E402
 from mcap.reader import make_reader  # noqa: E402
 from mcap_ros2.decoder import DecoderFactory  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
-from nodes_ros_harness import pid_alive, started_pids, wait_for  # noqa: E402
+from nodes_ros_harness import kill_leftovers, pid_alive, started_pids, wait_for  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.serialization import serialize_message  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
@@ -312,12 +312,7 @@ def test_bringup_records_the_mission_to_mcap(tmp_path):
         assert again["final_goal_distance_m"] == pytest.approx(result["final_goal_distance_m"], abs=0.05)
         assert png.stat().st_size > 10_000
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        for _, pid in _pids(log.read_text()):
-            if _alive(pid):
-                os.killpg(pid, signal.SIGKILL)
+        kill_leftovers(proc, log)
 
 
 def test_a_topic_outside_the_graph_is_recorded_once_it_is_published(ros, tmp_path):
