@@ -184,13 +184,17 @@ def _read(data, name):
     def bad(msg):
         return ValueError(f"{name}: not a valid autograd_core checkpoint: {msg}")
 
-    if data[:4] == b"PK\x03\x04":
-        raise bad("it is a zip archive (torch.save's format, which contains a pickle). Pickles can run code, so "
-                  "they are refused; re-save the object with autograd_core.save (or safetensors) in a trusted "
-                  "environment")
-    if data[:1] == b"\x80":
-        raise bad("it is a Python pickle. Pickles can run code when loaded, so they are refused; re-save the "
-                  "object with autograd_core.save in a trusted environment")
+    # A safetensors file starts with its header length (u64, little-endian), so its first byte is
+    # anything, 0x80 included (8 of 200 ordinary checkpoints). The container is recognised first;
+    # only bytes that cannot be one are diagnosed as a zip archive or a pickle.
+    if not _framed_like_safetensors(data):
+        if data[:4] == b"PK\x03\x04":
+            raise bad("it is a zip archive (torch.save's format, which contains a pickle). Pickles can run code, "
+                      "so they are refused; re-save the object with autograd_core.save (or safetensors) in a "
+                      "trusted environment")
+        if _is_pickle(data):
+            raise bad("it is a Python pickle. Pickles can run code when loaded, so they are refused; re-save the "
+                      "object with autograd_core.save in a trusted environment")
     if len(data) < 8:
         raise bad(f"the file has {len(data)} bytes, fewer than a safetensors header needs (truncated?)")
     n = int.from_bytes(data[:8], "little")
@@ -242,6 +246,21 @@ def _read(data, name):
             raise bad(f"bool tensor {key!r} holds bytes other than 0 and 1")
         tensors[key] = np.array(arr, dtype=arr.dtype.newbyteorder("="))  # aligned, writable, native order
     return structure, tensors
+
+
+def _framed_like_safetensors(data):
+    """True when the bytes have a safetensors frame: a header length within the limit and the
+    file, and a header that opens a JSON object."""
+    if len(data) < 9:
+        return False
+    n = int.from_bytes(data[:8], "little")
+    return n <= _MAX_HEADER_BYTES and 8 + n <= len(data) and data[8:9] == b"{"
+
+
+def _is_pickle(data):
+    """A pickle of protocol 2 or later: the PROTO opcode (0x80) followed by its protocol number.
+    Older protocols have no signature; they are refused later as "not a safetensors file"."""
+    return len(data) >= 2 and data[0] == 0x80 and 2 <= data[1] <= 5
 
 
 class _Decoder:

@@ -153,6 +153,33 @@ def test_pickle_is_refused_and_never_executed(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_pickles_of_every_protocol_are_refused(tmp_path, protocol):
+    marker = tmp_path / "PWNED"
+    path = tmp_path / "evil.pt"
+    path.write_bytes(pickle.dumps({"state_dict": _Evil(str(marker)), "w": list(range(50))}, protocol=protocol))
+    with pytest.raises(ValueError, match="pickle" if protocol >= 2 else "not a valid autograd_core checkpoint"):
+        ag.load(path, weights_only=False)
+    assert not marker.exists()
+
+
+def test_header_length_with_low_byte_0x80_is_not_a_pickle(tmp_path):
+    # The issue's reproducer: this header is 0x180 bytes long, so the file starts 80 01 00 ...
+    path = tmp_path / "c.pt"
+    ag.save({"name": "x" * 62, "w": ag.ones(2)}, path)
+    assert path.read_bytes()[:2] == b"\x80\x01"
+    back = ag.load(path)
+    assert back["name"] == "x" * 62 and back["w"].tolist() == [1.0, 1.0]
+    # A header length whose first two bytes read like a protocol-2..5 pickle's PROTO opcode.
+    for pad in range(1200):
+        data = _valid_bytes({"n": "y" * pad})
+        if data[0] == 0x80 and 2 <= data[1] <= 5:
+            assert ag.load(io.BytesIO(data)) == {"n": "y" * pad}
+            break
+    else:
+        raise AssertionError("no header length 0x280..0x580 within 1200 paddings")
+
+
 def test_torch_save_archive_is_refused(tmp_path):
     torch = pytest.importorskip("torch")
     path = tmp_path / "model.pt"
@@ -245,10 +272,9 @@ def test_deeply_nested_structure_is_refused(tmp_path):
         ag.save(deep, tmp_path / "deep.safetensors")
 
 
-def test_model_and_optimizer_checkpoint_when_nn_available(tmp_path):
-    nn = pytest.importorskip("autograd_core.nn")
-    if not hasattr(nn, "Linear") or not hasattr(nn.Module, "load_state_dict"):
-        pytest.skip("autograd_core.nn not complete yet")
+def test_model_and_optimizer_checkpoint_round_trips(tmp_path):
+    from autograd_core import nn
+
     ag.manual_seed(0)
     net = nn.Linear(3, 2)
     opt = ag.optim.Adam(net.parameters(), lr=0.01)
@@ -263,3 +289,86 @@ def test_model_and_optimizer_checkpoint_when_nn_available(tmp_path):
     for a, b in zip(net.parameters(), net2.parameters()):
         np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
     assert float(opt2.state[next(iter(net2.parameters()))]["step"]) == 1.0
+
+
+# -- round-trip fuzz --------------------------------------------------------------------------------
+_FUZZ_CHARS = "abcxyz_.0123456789 ÄéжΩ✓\U0001F681\x00\n\"\\"
+
+
+def _fuzz_str(rng):
+    n = int(rng.choice([0, 1, 3, 8, 20, 61, 62, 63, 64, 130])) + int(rng.integers(0, 9))
+    return "".join(_FUZZ_CHARS[i] for i in rng.integers(0, len(_FUZZ_CHARS), n))
+
+
+def _fuzz_tensor(rng):
+    dtype = np.dtype(DTYPES[rng.integers(len(DTYPES))])
+    shape = tuple(int(s) for s in rng.integers(0, 4, int(rng.integers(0, 4))))  # 0-d, empty and small
+    if dtype == np.bool_:
+        arr = rng.random(shape) > 0.5
+    elif dtype.kind == "f":
+        arr = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4)).astype(dtype)
+        if arr.size and rng.random() < 0.2:
+            arr.flat[int(rng.integers(arr.size))] = rng.choice([np.inf, -np.inf, np.nan, -0.0])
+    else:
+        info = np.iinfo(dtype)
+        arr = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    return ag.tensor(np.asarray(arr, dtype=dtype), requires_grad=bool(dtype.kind == "f" and rng.random() < 0.3))
+
+
+def _fuzz_key(rng):
+    kind = rng.integers(0, 6)
+    if kind <= 2:
+        return _fuzz_str(rng)
+    if kind == 3:
+        return int(rng.integers(-10 ** 6, 10 ** 6))
+    if kind == 4:
+        return float(rng.standard_normal())
+    return (int(rng.integers(0, 9)), _fuzz_str(rng))
+
+
+def _fuzz_leaf(rng):
+    kind = rng.integers(0, 8)
+    if kind <= 2:
+        return _fuzz_tensor(rng)
+    if kind == 3:
+        return _fuzz_str(rng)
+    if kind == 4:
+        return int(rng.integers(-2 ** 62, 2 ** 62)) * int(rng.choice([1, 2 ** 10]))
+    if kind == 5:
+        return float(rng.choice([rng.standard_normal() * 1e3, np.inf, -np.inf, np.nan, -0.0, 5e-324]))
+    return [None, True, False][int(rng.integers(0, 3))]
+
+
+def _fuzz_obj(rng, depth=0):
+    kind = rng.integers(0, 6) if depth < 4 else 5
+    n = int(rng.integers(0, 5))
+    if kind == 0:
+        return {_fuzz_key(rng): _fuzz_obj(rng, depth + 1) for _ in range(n)}
+    if kind == 1:
+        return OrderedDict((_fuzz_key(rng), _fuzz_obj(rng, depth + 1)) for _ in range(n))
+    if kind == 2:
+        return [_fuzz_obj(rng, depth + 1) for _ in range(n)]
+    if kind == 3:
+        return tuple(_fuzz_obj(rng, depth + 1) for _ in range(n))
+    return _fuzz_leaf(rng)
+
+
+def test_round_trip_fuzz_of_random_checkpoints():
+    """5 000 random checkpoints (nested dicts/lists/tuples, names, every dtype, 0-d and empty
+    shapes) all load back exactly. The seed is printed; set AG_FUZZ_SEED to replay one."""
+    seed = int(os.environ.get("AG_FUZZ_SEED", np.random.SeedSequence().entropy % 2 ** 32))
+    print(f"serialization fuzz seed: {seed} (replay with AG_FUZZ_SEED={seed})")
+    rng = np.random.default_rng(seed)
+    first_bytes = set()
+    for i in range(5000):
+        obj = {"name": _fuzz_str(rng), "body": _fuzz_obj(rng)}
+        buf = io.BytesIO()
+        ag.save(obj, buf)
+        first_bytes.add(buf.getvalue()[0])
+        buf.seek(0)
+        try:
+            back = ag.load(buf)
+        except ValueError as e:
+            raise AssertionError(f"fuzz seed {seed}, case {i}: a valid checkpoint was refused: {e}") from None
+        _same(obj, back)
+    assert 0x80 in first_bytes, f"seed {seed}: the fuzz never produced a header length with low byte 0x80"
