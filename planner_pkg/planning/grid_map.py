@@ -174,7 +174,9 @@ class OccupancyGridMap:
 
         ``camera_orientation`` is the quaternion (x, y, z, w) rotating the optical frame into the
         world (see :class:`planner_pkg.types.SensorFrame`). No-return pixels clear free space up
-        to ``max_ray_m``, which a point cloud cannot do. Returns the number of rays used.
+        to ``max_ray_m`` or the camera's range (``intrinsics.max_range_m`` of z-depth), whichever
+        is shorter: past its range the camera saw nothing, which is not evidence of free space.
+        A point cloud cannot clear along no-return rays at all. Returns the number of rays used.
         """
         d = np.asarray(depth, dtype=np.float64)
         if d.shape != (intrinsics.height, intrinsics.width):
@@ -195,7 +197,9 @@ class OccupancyGridMap:
         rays, d, hit = rays[use], d[use], hit[use]
         norm = np.linalg.norm(rays, axis=1)
         dirs = (rays / norm[:, None]) @ rot.T
-        length = np.where(hit, d * norm, np.inf)
+        # a no-return ray is known free only as far as the camera could have seen: max_range_m
+        # of z-depth is max_range_m * |ray| along the ray
+        length = np.where(hit, d * norm, intrinsics.max_range_m * norm)
         keep = length >= max(self.config.min_ray_m, 1e-9)
         return self._integrate(o, dirs[keep], length[keep], hit[keep])
 

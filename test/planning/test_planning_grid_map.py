@@ -89,6 +89,24 @@ def test_depth_image_marks_the_surface_and_no_return_pixels_clear():
     assert m.is_known(far[None])[0] and not m.is_occupied(far[None])[0]
 
 
+def test_no_return_pixels_clear_only_as_far_as_the_camera_sees():
+    # a 4 m camera (max_ray_m is 8 m): a no-return pixel says "nothing within 4 m of z-depth",
+    # not "free to 8 m": the space beyond stays never observed (the planner must not count it free)
+    intr = CameraIntrinsics.from_fov(32, 24, math.radians(90.0), 0.2, 4.0)
+    r = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    quat = Rotation.from_matrix(r).as_quat()
+    m = new_map(clear_ray_stride=1)
+    m.insert_depth(np.full((24, 32), np.inf, dtype=np.float32), intr, ORIGIN, quat)
+    for pixel in ((12, 16), (12, 2)):  # near the optical axis, and 40 deg off it
+        ray = intr.rays()[pixel]
+        along = np.linalg.norm(ray)  # metres of ray per metre of z-depth
+        u = r @ (ray / along)
+        at_z = lambda z: (ORIGIN + z * along * u)[None]  # noqa: E731 - the ray's point at z-depth z
+        assert m.is_known(at_z(3.7))[0] and not m.is_occupied(at_z(3.7))[0], pixel
+        for z in (4.3, 5.0, 6.0):
+            assert not m.is_known(at_z(z))[0], (pixel, z)
+
+
 def test_empty_and_nan_clouds_are_no_ops_and_bad_origins_raise():
     m = new_map()
     before = m.log_odds.copy()
