@@ -6,8 +6,10 @@ speed clamps, link loss, signing). This node only moves messages:
 
 * ``setpoint`` (one-point MultiDOFJointTrajectory in ``map``, NaN = unused) -> ``send_setpoint``.
   A message that cannot be read (partly NaN, inf, no point, nothing to track, another frame)
-  is logged (throttled), counted and dropped: the bridge keeps streaming the last good one,
-  and its stale-stream failsafe takes over if only bad ones keep coming.
+  or that the bridge refuses (outside its flight envelope ``failsafe.envelope``: a 1e39 yaw
+  rate, a position 100 km away) is logged (throttled), counted in ``bad_setpoints`` and
+  dropped: the bridge keeps streaming the last good one, and its stale-stream failsafe takes
+  over if only bad ones keep coming.
 * the bridge's state -> ``odom`` (frame ``map``, child ``base_link``; twist in ``base_link``
   per REP 105, i.e. the ENU world velocity rotated into body FLU; the FCU's covariances where
   it reports them, else zeros) and ``map`` -> ``base_link`` on ``/tf`` where tf2_ros exists.
@@ -78,12 +80,18 @@ BRIDGE_PARAMETER_DOCS = {
     "offboard_prime_s": "PX4: stream setpoints this long before asking for OFFBOARD, s",
     "signing_key_path": "file (mode 600) with the MAVLink 2 signing key; empty = unsigned link",
     "signing_link_id": "MAVLink 2 signing link id",
+    "home_altitude_range_m": "(low, high) AMSL altitude, m, a HOME_POSITION must lie in to be believed",
     "failsafe.stale_setpoint_s": "no setpoint for this long while the FCU follows us -> hold position, s",
     "failsafe.land_after_hold_s": "holding for this long -> land, s",
     "failsafe.state_max_age_s": "OFFBOARD/GUIDED needs a state estimate younger than this, s",
     "failsafe.max_horizontal_speed_mps": "clamp on the horizontal velocity of every setpoint, m/s",
     "failsafe.max_vertical_speed_mps": "clamp on the vertical velocity of every setpoint, m/s",
     "failsafe.max_acceleration_mps2": "clamp on the acceleration of every setpoint, m/s^2",
+    "failsafe.max_yaw_rate_radps": "clamp on the yaw rate of every setpoint, rad/s",
+    "failsafe.envelope.max_position_m": "a position setpoint farther than this from the FCU's origin is refused, m",
+    "failsafe.envelope.max_speed_mps": "a velocity setpoint faster than this is refused (not clamped), m/s",
+    "failsafe.envelope.max_acceleration_mps2": "an acceleration setpoint above this is refused (not clamped), m/s^2",
+    "failsafe.envelope.max_yaw_rate_radps": "a yaw rate setpoint above this is refused (not clamped), rad/s",
     "failsafe.geofence.kind": "none, box or cylinder",
     "failsafe.geofence.box_min_m": "box fence: lowest corner (x, y, z), m, map frame",
     "failsafe.geofence.box_max_m": "box fence: highest corner (x, y, z), m, map frame",
@@ -165,7 +173,7 @@ class FcuBridgeNode(Node):
         cfg = self.params.config
         self.log = self.get_logger()
         self.throttle = c.Throttle(2.0)
-        self.counters = {"setpoints": 0, "bad_setpoints": 0, "dropped_setpoints": 0, "odom": 0}
+        self.counters = {"setpoints": 0, "bad_setpoints": 0, "dropped_setpoints": 0, "bridge_errors": 0, "odom": 0}
         self.last_command = {}
         self._busy = {name: threading.Lock() for name in SERVICES}
         bridge_log = logging.Logger(f"planner_pkg.fcu_bridge.{self.get_fully_qualified_name()}")
@@ -242,18 +250,29 @@ class FcuBridgeNode(Node):
                 raise ValueError("empty setpoint: no position, velocity or acceleration given")
             result = self.bridge.send_setpoint(setpoint)
         except ValueError as exc:
-            self.counters["bad_setpoints"] += 1
-            if self.throttle("bad_setpoint"):
-                self.log.warning(f"setpoint refused ({self.counters['bad_setpoints']} so far), the FCU keeps the "
-                                 f"last good one: {exc}")
+            self._bad_setpoint(str(exc))
             return
-        if result.accepted:
+        except Exception as exc:  # noqa: BLE001 - a bridge bug must not kill the node (and with it the stream)
+            self.counters["bridge_errors"] += 1
+            if self.throttle("bridge_error"):
+                self.log.error(f"send_setpoint failed ({self.counters['bridge_errors']} so far), setpoint "
+                               f"dropped: {exc!r}")
+            return
+        if result.refused:
+            self._bad_setpoint(result.reason)
+        elif result.accepted:
             self.counters["setpoints"] += 1
         else:
             self.counters["dropped_setpoints"] += 1
             if self.throttle("dropped_setpoint"):
                 self.log.warning(f"setpoint not forwarded ({self.counters['dropped_setpoints']} so far): "
                                  f"{result.reason}")
+
+    def _bad_setpoint(self, reason: str) -> None:
+        self.counters["bad_setpoints"] += 1
+        if self.throttle("bad_setpoint"):
+            self.log.warning(f"setpoint refused ({self.counters['bad_setpoints']} so far), the FCU keeps the "
+                             f"last good one: {reason}")
 
     def _command_callback(self, name: str, action):
         busy = self._busy[name]
@@ -337,6 +356,8 @@ class FcuBridgeNode(Node):
             ("rx_messages", s.rx_messages), ("rx_rejected", s.rx_rejected_total), ("tx_messages", s.tx_messages),
             ("clamps", sum(s.clamps.values())), ("last_clamp", s.last_clamp or "none"),
             ("link_losses", s.link_losses), ("handler_errors", s.handler_errors),
+            ("setpoints_refused", s.setpoints_refused), ("last_refusal", s.last_refusal or "none"),
+            ("out_of_order", s.rx_rejected.get("out_of_order", 0)), ("fcu_reboots", s.fcu_reboots),
             ("last_error", s.last_error or "none"),
         ] + list(self.counters.items())
         values += [(f"last_{name}", text) for name, text in sorted(self.last_command.items())]
@@ -364,8 +385,8 @@ def _level_and_message(s) -> tuple:
     """Diagnostic level and one-line summary of a BridgeStatus."""
     if s.link is LinkState.WAITING:
         return "warn", "waiting for the FCU's HEARTBEAT"
-    if s.link is LinkState.LOST or s.failsafe in (FailsafeReason.LINK_LOST, FailsafeReason.STREAM_STALE_LAND,
-                                                  FailsafeReason.GEOFENCE_BREACH):
+    if s.link is LinkState.LOST or s.failsafe in (FailsafeReason.LINK_LOST, FailsafeReason.BRIDGE_FAULT,
+                                                  FailsafeReason.STREAM_STALE_LAND, FailsafeReason.GEOFENCE_BREACH):
         return "error", f"failsafe {s.failsafe.value}: {s.failsafe_detail}"
     if s.failsafe is not FailsafeReason.NONE:
         return "warn", f"failsafe {s.failsafe.value}: {s.failsafe_detail}"

@@ -105,6 +105,9 @@ class SimulatedAutopilot:
         # observations for tests
         self.setpoint_times: deque = deque(maxlen=500)
         self.setpoints_received = 0
+        #: every SET_POSITION_TARGET_LOCAL_NED as received (NED, float32 values as decoded):
+        #: (type_mask, x, y, z, vx, vy, vz, afx, afy, afz, yaw, yaw_rate)
+        self.received_targets: deque = deque(maxlen=50_000)
         self.commands: List[Tuple[int, int]] = []  # (command, result) in arrival order
         self.events: List[str] = []
         self.bridge_heartbeats: List[Tuple[int, int, int]] = []  # (sys, comp, MAV_TYPE)
@@ -115,6 +118,7 @@ class SimulatedAutopilot:
         self.drop_acks: Dict[int, int] = {}  # command -> number of attempts to ignore (-1: all)
         self.force_result: Dict[int, int] = {}  # command -> MAV_RESULT to answer instead
         self.corrupt_position = False  # publish NaN positions (a diverged estimator), keep flying
+        self.stream_state = True  # False: no LOCAL_POSITION_NED/ATTITUDE/ODOMETRY (tests send their own)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._next_1hz = 0.0
@@ -217,6 +221,8 @@ class SimulatedAutopilot:
         }
         with self.lock:
             self.target = target
+            self.received_targets.append((m, msg.x, msg.y, msg.z, msg.vx, msg.vy, msg.vz, msg.afx, msg.afy, msg.afz,
+                                          msg.yaw, msg.yaw_rate))
             self.setpoints_received += 1
             self.setpoint_times.append(time.monotonic())
 
@@ -393,6 +399,8 @@ class SimulatedAutopilot:
             self.send(self.mav.home_position_encode(473977420, 85455940, int(self.home_amsl_m * 1000), 0, 0, 0,
                                                     [1, 0, 0, 0], 0, 0, 0))
             self.send(self.mav.system_time_encode(int(time.time() * 1e6), boot_ms))
+        if not self.stream_state:
+            return
         q = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]  # w, x, y, z: level, heading yaw (NED)
         if self.odometry:
             cov = list(ODOMETRY_COVARIANCE_URT)

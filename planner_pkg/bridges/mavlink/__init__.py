@@ -11,7 +11,7 @@
 """
 from .bridge import FcuBridge
 from .commands import CommandCancelled, CommandError, CommandRefused, CommandRejected, CommandTimeout
-from .config import BridgeConfig, FailsafeConfig, GeofenceConfig
+from .config import BridgeConfig, EnvelopeConfig, FailsafeConfig, GeofenceConfig
 from .connection import ConnectionUrl, parse_url
 from .failsafe import FailsafeReason, StreamPhase
 from .link import FcuIdentity, LinkState
@@ -23,6 +23,7 @@ __all__ = [
     "FcuBridge",
     "BridgeConfig",
     "FailsafeConfig",
+    "EnvelopeConfig",
     "GeofenceConfig",
     "BridgeStatus",
     "SendResult",

@@ -18,10 +18,11 @@ from planner_pkg.types import Setpoint, VehicleState
 from . import commands as cmd
 from .commands import CommandRefused, CommandTimeout
 from .connection import open_transport
-from .failsafe import StreamPhase, limit_setpoint, state_unfit_reason
+from .failsafe import StreamPhase, envelope_violation, limit_setpoint, state_unfit_reason
 from .link import FcuIdentity, LinkState
 from .modes import Autopilot, FlightMode, encode_mode
-from .runtime import BridgeRuntime, fmt_vector
+from .runtime import _LOG_PERIOD_S, BridgeRuntime, fmt_vector
+from .setpoints import SetpointEncodingError, setpoint_to_target
 from .telemetry import StateEstimate
 from .vehicle import LANDED_STATES, BridgeStatus, SendResult
 
@@ -135,7 +136,8 @@ class FcuBridge(BridgeRuntime):
         with self._lock:
             reason, detail = self._failsafe(now)
             fcu, vehicle, transport, est = self._link.fcu, self._vehicle, self._transport, self._telemetry.latest
-            rejected = dict(self._codec.rx_rejected, foreign_source=self._foreign, invalid_values=self._invalid)
+            rejected = dict(self._codec.rx_rejected, foreign_source=self._foreign, invalid_values=self._invalid,
+                            out_of_order=self._out_of_order)
             return BridgeStatus(
                 link=self._link.state, autopilot=fcu.autopilot if fcu else None,
                 fcu_system_id=fcu.system_id if fcu else None, mode=vehicle.mode, mode_name=vehicle.mode_name,
@@ -152,17 +154,24 @@ class FcuBridge(BridgeRuntime):
                 transport_errors=transport.io_errors if transport else 0,
                 last_transport_error=transport.last_error if transport else "",
                 handler_errors=self._handler_errors, last_error=self._last_error or self._last_invalid,
-                statustext=tuple(vehicle.statustext),
+                statustext=tuple(vehicle.statustext), setpoints_refused=self._refused,
+                last_refusal=self._last_refusal, fcu_reboots=self._fcu_reboots,
             )
 
     # ------------------------------------------------------------------ setpoints
     def send_setpoint(self, sp: Setpoint) -> SendResult:
         """Stream ``sp`` (world ENU, NaN = unused) to the FCU after the failsafe clamps.
 
+        This is the one place a setpoint enters the bridge. One outside the flight envelope
+        (``failsafe.envelope``: too far, too fast, a yaw rate of 1e39) is refused: counted in
+        ``status().setpoints_refused``, logged (at most once a second) and answered
+        ``accepted=False, refused=True`` with the reason, while the stream keeps repeating the
+        last good setpoint (or the bridge's hold). A refused setpoint is no input for the
+        stale-stream failsafe: a planner that sends only bad ones ends in hold, then land.
         Goes on the wire immediately unless that would exceed ``max_setpoint_rate_hz`` (then
         within ``1 / max_setpoint_rate_hz``); the I/O thread repeats it at ``setpoint_rate_hz``.
-        Raises TypeError/ValueError for something that is not a usable Setpoint; returns
-        ``accepted=False`` with a reason when the link is down or a landing is latched.
+        Raises TypeError/ValueError for something that is not a Setpoint or an empty one;
+        returns ``accepted=False`` with a reason when the link is down or a landing is latched.
         """
         if not isinstance(sp, Setpoint):
             raise TypeError(f"send_setpoint takes a planner_pkg.types.Setpoint, got {type(sp).__name__}")
@@ -174,6 +183,17 @@ class FcuBridge(BridgeRuntime):
                 return SendResult(False, None, reason="not connected: call connect() first")
             if self._link.state is not LinkState.OK:
                 return SendResult(False, None, reason=f"FCU link is {self._link.state.value}: setpoint dropped")
+            refusal = envelope_violation(sp, self.config.failsafe.envelope)
+            if refusal is None:
+                commanded, tags, details = limit_setpoint(sp, self.config.failsafe, self._fence,
+                                                          self._fresh_position(now))
+                try:
+                    target = setpoint_to_target(commanded)
+                except SetpointEncodingError as exc:  # the envelope should make this impossible: a bug
+                    refusal = f"cannot be encoded: {exc}"
+                    self._on_fault("setpoint encoding", exc, now, "setpoint refused")
+            if refusal is not None:
+                return self._refuse(refusal, now)
             resumed = self._supervisor.phase is StreamPhase.HOLD
             if not self._supervisor.on_input(now):
                 return SendResult(False, None, reason="stale-stream failsafe is landing the vehicle: setpoint ignored "
@@ -181,7 +201,6 @@ class FcuBridge(BridgeRuntime):
             if resumed:
                 self._hold = None
                 self._log.info("setpoint stream resumed: hold released")
-            commanded, tags, details = limit_setpoint(sp, self.config.failsafe, self._fence, self._fresh_position(now))
             for tag in tags:
                 self._clamps[tag] += 1
             if details:
@@ -191,10 +210,21 @@ class FcuBridge(BridgeRuntime):
             if not self._streaming:
                 self._streaming, self._stream_since = True, now
             if now - self._last_tx_t >= self._min_interval_s:
-                self._send_target(commanded, now)
+                self._send_target(commanded, now, target)
             else:
                 self._dirty = True  # rate cap: the I/O thread sends the newest one shortly
             return SendResult(True, commanded, tags, details)
+
+    def _refuse(self, reason: str, now: float) -> SendResult:
+        """Count and log (throttled) a refused setpoint; the stream goes on unchanged."""
+        self._refused += 1
+        self._last_refusal = reason
+        if now - self._refusal_logged_t >= _LOG_PERIOD_S:
+            self._refusal_logged_t = now
+            last = self._hold or self._user_sp
+            keeps = f"still streaming {last.mode} setpoint" if self._streaming and last is not None else "nothing streamed"
+            self._log.warning("setpoint refused (%d so far; %s): %s", self._refused, keeps, reason)
+        return SendResult(False, None, reason=f"setpoint refused: {reason}", refused=True)
 
     # ------------------------------------------------------------------ commands
     def arm(self) -> None:

@@ -7,6 +7,7 @@ error. All distances are metres in the world ENU frame, times seconds, rates her
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Tuple
 
@@ -14,7 +15,7 @@ from planner_pkg.config_schema import Schema
 
 from .connection import parse_url
 
-__all__ = ["GeofenceConfig", "FailsafeConfig", "BridgeConfig", "from_dict"]
+__all__ = ["GeofenceConfig", "EnvelopeConfig", "FailsafeConfig", "BridgeConfig", "from_dict"]
 
 _AUTOPILOTS = ("auto", "px4", "ardupilot")
 _FENCE_KINDS = ("none", "box", "cylinder")
@@ -23,6 +24,7 @@ _FENCE_KINDS = ("none", "box", "cylinder")
 #: Errors read "key must be ..., got ..." (ConfigError, a ValueError); an unknown key is named alone.
 _SCHEMA = Schema(sep=" ", finite_and=True,
                  unknown=lambda keys, known, section: f"unknown config key {keys[0]!r}; known keys here: {list(known)}")
+_MAX_HOME_ALTITUDE_M = 1e5  # a home beyond 100 km AMSL is corruption, whatever the config says
 _POSITIVE = dict(range=(0.0, float("inf")), low_open=True)
 _NON_NEGATIVE = dict(range=(0.0, float("inf")))
 
@@ -57,6 +59,45 @@ class GeofenceConfig:
         _SCHEMA.number(f"{p}margin_m", self.margin_m, **_NON_NEGATIVE)
 
 
+#: Highest envelope the config accepts: the telemetry plausibility bounds (telemetry.py), far
+#: inside float32 range, where float32 still resolves positions to 8 mm.
+_ENVELOPE_CAPS = {"max_position_m": 1e5, "max_speed_mps": 200.0, "max_acceleration_mps2": 100.0,
+                  "max_yaw_rate_radps": 100.0}
+
+
+def _fence_reach_m(fence: GeofenceConfig) -> float:
+    """Farthest distance (m) from the local origin of a point inside the fence (0 for none)."""
+    if fence.kind == "box":
+        return math.sqrt(sum(max(abs(lo), abs(hi)) ** 2 for lo, hi in zip(fence.box_min_m, fence.box_max_m)))
+    if fence.kind == "cylinder":
+        return math.hypot(math.hypot(*fence.center_m) + fence.radius_m, max(abs(fence.z_min_m), abs(fence.z_max_m)))
+    return 0.0
+
+
+@dataclass(frozen=True)
+class EnvelopeConfig:
+    """What a working planner could ever ask for; a setpoint beyond it is refused, never clamped.
+
+    The clamps in :class:`FailsafeConfig` shape plausible setpoints (a little too fast -> the speed
+    limit); the envelope catches broken ones (1e39 m, 300 m/s: a bug or corruption in the producer),
+    which must not be turned into a flyable command. A refused setpoint is counted and logged and
+    the bridge keeps streaming the last good one (or its hold).
+
+    max_position_m: distance of a position setpoint from the FCU's local origin, m.
+    max_speed_mps: magnitude of a velocity setpoint, m/s. max_acceleration_mps2: of an
+    acceleration setpoint, m/s^2. max_yaw_rate_radps: |yaw rate|, rad/s.
+    """
+
+    max_position_m: float = 10_000.0
+    max_speed_mps: float = 50.0
+    max_acceleration_mps2: float = 50.0
+    max_yaw_rate_radps: float = 20.0
+
+    def __post_init__(self):
+        for name, cap in _ENVELOPE_CAPS.items():
+            _SCHEMA.number(f"failsafe.envelope.{name}", getattr(self, name), range=(0.0, cap), low_open=True)
+
+
 @dataclass(frozen=True)
 class FailsafeConfig:
     """Failsafes the bridge enforces regardless of what the planner does.
@@ -64,8 +105,10 @@ class FailsafeConfig:
     stale_setpoint_s: no setpoint from the planner for this long while the FCU follows us ->
         hold position. land_after_hold_s: holding for this long -> land.
     state_max_age_s: the state estimate must be younger than this to enter OFFBOARD/GUIDED.
-    max_horizontal_speed_mps, max_vertical_speed_mps, max_acceleration_mps2: clamps applied to
-        the velocity and acceleration fields of every setpoint.
+    max_horizontal_speed_mps, max_vertical_speed_mps, max_acceleration_mps2, max_yaw_rate_radps:
+        clamps applied to the velocity, acceleration and yaw-rate fields of every setpoint.
+    envelope: bounds beyond which a setpoint is refused instead (must contain the clamps and
+        the geofence).
     """
 
     stale_setpoint_s: float = 0.5
@@ -74,13 +117,31 @@ class FailsafeConfig:
     max_horizontal_speed_mps: float = 5.0
     max_vertical_speed_mps: float = 2.0
     max_acceleration_mps2: float = 5.0
+    max_yaw_rate_radps: float = 3.0
     geofence: GeofenceConfig = field(default_factory=GeofenceConfig)
+    envelope: EnvelopeConfig = field(default_factory=EnvelopeConfig)
 
     def __post_init__(self):
         for name in ("stale_setpoint_s", "state_max_age_s", "max_horizontal_speed_mps",
-                     "max_vertical_speed_mps", "max_acceleration_mps2"):
+                     "max_vertical_speed_mps", "max_acceleration_mps2", "max_yaw_rate_radps"):
             _SCHEMA.number(f"failsafe.{name}", getattr(self, name), **_POSITIVE)
         _SCHEMA.number("failsafe.land_after_hold_s", self.land_after_hold_s, **_NON_NEGATIVE)
+        env = self.envelope
+        # A clamp above the envelope would refuse setpoints the clamp is meant to shape.
+        fastest = math.hypot(self.max_horizontal_speed_mps, self.max_vertical_speed_mps)
+        for clamp, value, bound, name in (
+                ("hypot(failsafe.max_horizontal_speed_mps, max_vertical_speed_mps)", fastest, env.max_speed_mps,
+                 "max_speed_mps"),
+                ("failsafe.max_acceleration_mps2", self.max_acceleration_mps2, env.max_acceleration_mps2,
+                 "max_acceleration_mps2"),
+                ("failsafe.max_yaw_rate_radps", self.max_yaw_rate_radps, env.max_yaw_rate_radps, "max_yaw_rate_radps")):
+            if value > bound:
+                raise _SCHEMA.error(f"failsafe.envelope.{name}", f"({bound:g}) must be at least the clamp "
+                                    f"{clamp} ({value:g})")
+        reach = _fence_reach_m(self.geofence)
+        if reach > env.max_position_m:
+            raise _SCHEMA.error("failsafe.envelope.max_position_m", f"({env.max_position_m}) must contain the "
+                                f"geofence, which reaches {reach:g} m from the origin")
 
 
 @dataclass(frozen=True)
@@ -96,7 +157,8 @@ class BridgeConfig:
     command_timeout_s: per attempt; command_retries: extra attempts. confirm_timeout_s: after an
     ACK, how long the HEARTBEAT may take to show the new mode / arming state. offboard_prime_s:
     how long setpoints stream before PX4 is asked for OFFBOARD. signing_key_path: file with the
-    MAVLink 2 signing key ("" = unsigned link).
+    MAVLink 2 signing key ("" = unsigned link). home_altitude_range_m: (low, high) AMSL altitude,
+    m, a HOME_POSITION must lie in to be believed (PX4 takes off to home + height).
     """
 
     fcu_url: str = "udpin:0.0.0.0:14540"
@@ -120,6 +182,7 @@ class BridgeConfig:
     offboard_prime_s: float = 0.5
     signing_key_path: str = ""
     signing_link_id: int = 0
+    home_altitude_range_m: Tuple[float, float] = (-500.0, 9000.0)
     failsafe: FailsafeConfig = field(default_factory=FailsafeConfig)
 
     def __post_init__(self):
@@ -140,6 +203,10 @@ class BridgeConfig:
             _SCHEMA.number(name, getattr(self, name), **_NON_NEGATIVE)
         _SCHEMA.integer("command_retries", self.command_retries, (0, 10))
         _SCHEMA.integer("signing_link_id", self.signing_link_id, (0, 255))
+        low, high = _SCHEMA.vector("home_altitude_range_m", self.home_altitude_range_m, 2)
+        if not -_MAX_HOME_ALTITUDE_M <= low < high <= _MAX_HOME_ALTITUDE_M:
+            raise _SCHEMA.error("home_altitude_range_m", f"must be (low, high) with low < high, both within "
+                                f"+-{_MAX_HOME_ALTITUDE_M:g} m, got {list(self.home_altitude_range_m)}")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "BridgeConfig":

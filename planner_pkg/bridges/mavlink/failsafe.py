@@ -1,7 +1,9 @@
 """Failsafes the bridge enforces on its own, whatever the planner sends (pure logic, no I/O).
 
-* :func:`limit_setpoint`: geofence (box or cylinder) and speed/acceleration clamps applied to
-  every setpoint before it reaches the wire.
+* :func:`envelope_violation`: why a setpoint lies outside the configured flight envelope (then
+  the bridge refuses it outright: a 1e39 m position is a bug, not something to clamp).
+* :func:`limit_setpoint`: geofence (box or cylinder) and speed/acceleration/yaw-rate clamps
+  applied to every accepted setpoint before it reaches the wire.
 * :class:`StreamSupervisor`: the planner's setpoint stream went quiet while the FCU follows us
   -> hold position; still quiet after ``land_after_hold_s`` -> land (latched).
 * :func:`state_unfit_reason`: why a state estimate is too old or broken to hand control to us.
@@ -21,7 +23,7 @@ import numpy as np
 
 from planner_pkg.types import Setpoint
 
-from .config import FailsafeConfig, GeofenceConfig
+from .config import EnvelopeConfig, FailsafeConfig, GeofenceConfig
 
 __all__ = [
     "FailsafeReason",
@@ -30,6 +32,7 @@ __all__ = [
     "BoxGeofence",
     "CylinderGeofence",
     "make_geofence",
+    "envelope_violation",
     "limit_setpoint",
     "StreamSupervisor",
     "state_unfit_reason",
@@ -40,6 +43,7 @@ class FailsafeReason(str, Enum):
     """The failsafe currently in force (``status().failsafe``), most severe first."""
 
     LINK_LOST = "fcu_link_lost"
+    BRIDGE_FAULT = "bridge_fault"  # the bridge's own I/O loop failed (a bug): see failsafe_detail
     STREAM_STALE_LAND = "setpoint_stream_stale_land"
     STREAM_STALE_HOLD = "setpoint_stream_stale_hold"
     GEOFENCE_BREACH = "geofence_breach"
@@ -173,10 +177,46 @@ def _fmt(v) -> str:
     return "(" + ", ".join(f"{x:.2f}" for x in v) + ")"
 
 
+def _fmt_g(v) -> str:
+    """Like :func:`_fmt`, readable for absurd magnitudes too (1e+39, not 40 digits)."""
+    return "(" + ", ".join(f"{x:.4g}" for x in v) + ")"
+
+
+#: |yaw| beyond this is garbage, not an unwrapped heading: float64 still resolves 1e-10 rad
+#: here, but no planner accumulates 160,000 turns.
+MAX_ABS_YAW_RAD = 1e6
+
+
+def envelope_violation(sp: Setpoint, env: EnvelopeConfig) -> Optional[str]:
+    """Why ``sp`` lies outside the flight envelope ``env`` (non-finite or too large a field), or
+    None when it may be flown (after :func:`limit_setpoint`). Magnitudes are Euclidean norms;
+    ``math.hypot`` does not overflow where ``x**2`` would, and a NaN or inf fails every test."""
+    checks = []
+    if sp.has_position:
+        checks.append(("position", sp.position, env.max_position_m, "m from the local origin", "max_position_m"))
+    if sp.has_velocity:
+        checks.append(("velocity", sp.velocity, env.max_speed_mps, "m/s", "max_speed_mps"))
+    if sp.has_acceleration:
+        checks.append(("acceleration", sp.acceleration, env.max_acceleration_mps2, "m/s^2", "max_acceleration_mps2"))
+    for name, vec, limit, unit, key in checks:
+        x, y, z = (float(c) for c in vec)
+        size = math.hypot(x, y, z)
+        if not size <= limit:
+            return (f"{name} {_fmt_g((x, y, z))} is {size:.4g} {unit}, outside the flight envelope "
+                    f"(failsafe.envelope.{key} = {limit:g})")
+    if sp.has_yaw_rate and not abs(sp.yaw_rate) <= env.max_yaw_rate_radps:
+        return (f"yaw_rate {sp.yaw_rate:.4g} rad/s is outside the flight envelope "
+                f"(failsafe.envelope.max_yaw_rate_radps = {env.max_yaw_rate_radps:g})")
+    if sp.has_yaw and not abs(sp.yaw) <= MAX_ABS_YAW_RAD:
+        return f"yaw {sp.yaw:.4g} rad is not a heading (|yaw| above {MAX_ABS_YAW_RAD:g} rad)"
+    return None
+
+
 def limit_setpoint(
     sp: Setpoint, cfg: FailsafeConfig, fence: Optional[Geofence], position: Optional[np.ndarray]
 ) -> Tuple[Setpoint, Tuple[str, ...], Tuple[str, ...]]:
-    """Apply the geofence and the speed/acceleration clamps to ``sp``.
+    """Apply the geofence and the speed/acceleration/yaw-rate clamps to ``sp`` (a setpoint inside
+    the envelope, see :func:`envelope_violation`: the clamps assume finite, sane numbers).
 
     Args:
         sp: the planner's setpoint (ENU).
@@ -185,7 +225,8 @@ def limit_setpoint(
 
     Returns:
         ``(setpoint, tags, details)``: the setpoint to send; the kinds of clamp applied
-        (``"geofence"``, ``"speed"``, ``"acceleration"``); one human-readable line per clamp.
+        (``"geofence"``, ``"speed"``, ``"acceleration"``, ``"yaw_rate"``); one human-readable line
+        per clamp.
     """
     tags: List[str] = []
     details: List[str] = []
@@ -228,9 +269,14 @@ def limit_setpoint(
                 tags.append("geofence")
             details.append(f"geofence: outward acceleration removed at the boundary, {_fmt(a)} -> {_fmt(a_cut)}")
         acc = a_cut
+    yaw_rate = sp.yaw_rate
+    if sp.has_yaw_rate and abs(yaw_rate) > cfg.max_yaw_rate_radps:
+        yaw_rate = math.copysign(cfg.max_yaw_rate_radps, yaw_rate)
+        tags.append("yaw_rate")
+        details.append(f"yaw_rate: {sp.yaw_rate:.2f} rad/s clamped to {yaw_rate:.2f} rad/s")
     if not tags:
         return sp, (), ()
-    return Setpoint(position=pos, velocity=vel, acceleration=acc, yaw=sp.yaw, yaw_rate=sp.yaw_rate), tuple(tags), tuple(details)
+    return Setpoint(position=pos, velocity=vel, acceleration=acc, yaw=sp.yaw, yaw_rate=yaw_rate), tuple(tags), tuple(details)
 
 
 def state_unfit_reason(state, received_t: Optional[float], now: float, max_age_s: float) -> Optional[str]:

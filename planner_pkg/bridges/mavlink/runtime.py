@@ -3,6 +3,8 @@
 :class:`BridgeRuntime` is the base of :class:`~.bridge.FcuBridge`, which adds the public API.
 One I/O thread owns the receive side and every periodic duty: our HEARTBEAT, TIMESYNC, command
 retries, link-loss detection, the failsafe supervisor and the setpoint keep-alive stream.
+That thread must never die: an unexpected error in it is counted, logged (throttled) and shown
+as the failsafe ``bridge_fault``; a setpoint it cannot encode is replaced by a hold.
 
 Locks, always taken in this order: ``_lock`` (bridge state) -> the command manager's lock ->
 ``_tx_lock`` (codec sequence/signing state + socket writes). Blocking waits hold none of them.
@@ -24,9 +26,9 @@ from .config import BridgeConfig
 from .failsafe import FailsafeReason, StreamPhase, StreamSupervisor, limit_setpoint, make_geofence, state_unfit_reason
 from .link import LinkMonitor, LinkState, our_heartbeat
 from .modes import Autopilot, FlightMode
-from .setpoints import MAV_FRAME_LOCAL_NED, RateMeter, setpoint_to_target
+from .setpoints import MAV_FRAME_LOCAL_NED, PositionTargetNed, RateMeter, SetpointEncodingError, setpoint_to_target
 from .signing import load_signing_key
-from .telemetry import StateEstimate, TelemetryAssembler, TelemetryRejected
+from .telemetry import StateEstimate, TelemetryAssembler, TelemetryOutOfOrder, TelemetryRejected
 from .timesync import TimeSync
 from .vehicle import VehicleTracker
 
@@ -34,6 +36,8 @@ __all__ = ["BridgeRuntime"]
 
 _IO_TICK_S = 0.005  # longest the I/O thread sleeps between duties: bounds close() latency
 _MAV_CMD_REQUEST_MESSAGE = 512
+_FAULT_RECENT_S = 1.0  # the failsafe shows bridge_fault until this long after the last fault
+_LOG_PERIOD_S = 1.0  # faults and refused setpoints: at most one log line per period (plus a count)
 _MSG_ATTITUDE_QUATERNION, _MSG_LOCAL_POSITION_NED, _MSG_ODOMETRY, _MSG_HOME_POSITION = 31, 32, 331, 242
 
 
@@ -59,7 +63,7 @@ class BridgeRuntime:
         self._timesync = TimeSync()
         self._telemetry = TelemetryAssembler(odometry_timeout_s=cfg.failsafe.state_max_age_s,
                                              attitude_max_age_s=cfg.failsafe.state_max_age_s)
-        self._vehicle = VehicleTracker()
+        self._vehicle = VehicleTracker(home_altitude_range_m=cfg.home_altitude_range_m)
         self._commands = CommandManager(self._send_command, cfg.command_timeout_s, cfg.command_retries)
         self._fence = make_geofence(cfg.failsafe.geofence)
         self._supervisor = StreamSupervisor(cfg.failsafe)
@@ -85,13 +89,22 @@ class BridgeRuntime:
         self._failsafe_land = None
         self._background: List = []
         self._breach = ""
-        self._clamps = {"geofence": 0, "speed": 0, "acceleration": 0}
+        self._clamps = {"geofence": 0, "speed": 0, "acceleration": 0, "yaw_rate": 0}
         self._last_clamp = ""
         self._foreign = 0
         self._invalid = 0
         self._last_invalid = ""
         self._handler_errors = 0
         self._last_error = ""
+        self._out_of_order = 0
+        self._fcu_reboots = 0
+        self._refused = 0  # setpoints outside the flight envelope
+        self._last_refusal = ""
+        self._refusal_logged_t = -math.inf
+        self._faults = 0  # unexpected errors of the bridge itself (see _on_fault)
+        self._fault_t: Optional[float] = None
+        self._fault_detail = ""
+        self._fault_logged_t = -math.inf
         self._loss_detect_s: Optional[float] = None
         self._next_heartbeat_t = -math.inf
         self._next_timesync_t = -math.inf
@@ -135,11 +148,26 @@ class BridgeRuntime:
                 if data:
                     self._on_bytes(data, address, transport.datagram)
                 self._tick(self._clock())
-            except Exception as exc:  # noqa: BLE001 - a bug must not silently end the link: count, log, go on
-                self._handler_errors += 1
-                self._last_error = f"I/O loop: {exc!r}"
-                self._log.exception("fcu_bridge I/O loop error")
+            except Exception as exc:  # noqa: BLE001 - a bug must not end the link: failsafe, log, go on
+                self._on_fault("I/O loop", exc, self._clock())
                 self._stop.wait(_IO_TICK_S)
+
+    def _on_fault(self, what: str, exc: BaseException, now: float, consequence: str = "") -> None:
+        """An unexpected error of the bridge itself: counted, shown as the failsafe
+        ``bridge_fault`` for ``_FAULT_RECENT_S`` after the last one, logged at most once per
+        ``_LOG_PERIOD_S`` (a fault that repeats every tick must not flood the log)."""
+        with self._lock:
+            self._handler_errors += 1
+            self._faults += 1
+            self._last_error = f"{what}: {exc!r}"
+            self._fault_t = now
+            self._fault_detail = f"{what} failed: {exc!r}" + (f"; {consequence}" if consequence else "")
+            if now - self._fault_logged_t < _LOG_PERIOD_S:
+                return
+            self._fault_logged_t = now
+            count = self._faults
+        self._log.error("fcu_bridge fault (%d so far, failsafe bridge_fault): %s", count, self._fault_detail,
+                        exc_info=exc)
 
     def _wake_in(self, now: float) -> float:
         """Seconds until the next duty (read without the lock: a stale value only shifts one wake-up)."""
@@ -194,7 +222,10 @@ class BridgeRuntime:
         if handler is None:
             return None
         try:
-            return handler(msg, now)
+            est = handler(msg, now)
+        except TelemetryOutOfOrder as exc:
+            self._out_of_order += 1
+            self._last_invalid = str(exc)
         except TelemetryRejected as exc:
             self._invalid += 1
             self._last_invalid = str(exc)
@@ -202,6 +233,12 @@ class BridgeRuntime:
             self._handler_errors += 1
             self._last_error = f"{kind}: {exc!r}"
             self._log.exception("handling %s failed", kind)
+        else:
+            if self._telemetry.reboots != self._fcu_reboots:
+                self._fcu_reboots = self._telemetry.reboots
+                self._log.warning("FCU telemetry time restarted (%s): the autopilot rebooted; following its new "
+                                  "clock", kind)
+            return est
         return None
 
     def _on_locked(self, now: float) -> None:
@@ -271,10 +308,32 @@ class BridgeRuntime:
                         target = limit_setpoint(self._user_sp, self.config.failsafe, self._fence,
                                                 self._fresh_position(now))[0]
                     if target is not None:
-                        self._send_target(target, now)
+                        try:
+                            self._send_target(target, now)
+                        except SetpointEncodingError as exc:  # the envelope should make this impossible
+                            self._on_unencodable(target, exc, now)
 
-    def _send_target(self, sp: Setpoint, now: float) -> None:
-        t = setpoint_to_target(sp)
+    def _on_unencodable(self, target: Setpoint, exc: SetpointEncodingError, now: float) -> None:
+        """The stream's target cannot go on the wire: replace it so that the stream goes on."""
+        if target is self._hold:
+            self._hold = Setpoint.from_velocity([0.0, 0.0, 0.0])
+            consequence = "the failsafe hold could not be encoded either: braking to zero velocity"
+        else:
+            est = self._telemetry.latest
+            if self._fresh_position(now) is not None:
+                self._user_sp = Setpoint.hold(est.state.position, est.state.yaw)
+            elif self._last_commanded is not None and self._last_commanded.has_position:
+                self._user_sp = Setpoint.hold(self._last_commanded.position, self._last_commanded.yaw)
+            else:
+                self._user_sp = Setpoint.from_velocity([0.0, 0.0, 0.0])
+            consequence = f"streaming {self._user_sp.mode} hold instead until the planner sends a good setpoint"
+        self._dirty = True
+        self._on_fault("setpoint encoding", exc, now, consequence)
+
+    def _send_target(self, sp: Setpoint, now: float, target: Optional[PositionTargetNed] = None) -> None:
+        """Put ``sp`` on the wire (``target``: its encoding, when the caller already made it).
+        Raises SetpointEncodingError, before anything changed, when it cannot be encoded."""
+        t = setpoint_to_target(sp) if target is None else target
         fcu = self._link.fcu
         boot_ms = int((now - self._t0) * 1000.0) & 0xFFFFFFFF
         msg = self._codec.mav.set_position_target_local_ned_encode(
@@ -364,6 +423,9 @@ class BridgeRuntime:
             return FailsafeReason.LINK_LOST, (
                 f"no valid message from the FCU for {now - self._link.last_rx_t:.1f} s "
                 f"(timeout {self.config.link_timeout_s} s); setpoint stream stopped")
+        if self._fault_t is not None and now - self._fault_t <= _FAULT_RECENT_S:
+            return FailsafeReason.BRIDGE_FAULT, f"{self._faults} fault(s), the last {now - self._fault_t:.1f} s ago: " \
+                                                f"{self._fault_detail}"
         phase = self._supervisor.phase
         if phase is StreamPhase.LAND:
             land = self._failsafe_land

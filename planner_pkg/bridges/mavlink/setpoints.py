@@ -4,6 +4,11 @@ A Setpoint marks unused fields with NaN (PX4 convention); MAVLink marks them wit
 ``type_mask`` (POSITION_TARGET_TYPEMASK) and we send 0.0 in the ignored fields, because
 ArduPilot and older PX4 releases do not all treat NaN in an ignored field the same way.
 The frame is always MAV_FRAME_LOCAL_NED: the FCU's local origin, north-east-down.
+
+The fields go on the wire as float32. :func:`setpoint_to_target` is the last guard before
+struct packing: a field that is not a finite float32 raises :class:`SetpointEncodingError`
+instead of pymavlink's ``OverflowError`` (or a silent inf). The bridge refuses such setpoints
+long before (its flight envelope); this guard exists so that a bug there cannot kill the link.
 """
 from __future__ import annotations
 
@@ -25,6 +30,8 @@ __all__ = [
     "FORCE_SET",
     "IGNORE_YAW",
     "IGNORE_YAW_RATE",
+    "FLOAT32_MAX",
+    "SetpointEncodingError",
     "PositionTargetNed",
     "setpoint_to_target",
     "target_to_setpoint",
@@ -38,6 +45,13 @@ IGNORE_ACCELERATION = 0b111 << 6  # AX, AY, AZ
 FORCE_SET = 1 << 9  # afx..afz are forces, not accelerations: never set by us
 IGNORE_YAW = 1 << 10
 IGNORE_YAW_RATE = 1 << 11
+#: Largest finite float32: anything larger cannot be packed (struct raises OverflowError).
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FIELDS = ("x", "y", "z", "vx", "vy", "vz", "afx", "afy", "afz", "yaw", "yaw_rate")
+
+
+class SetpointEncodingError(ValueError):
+    """A setpoint field that cannot go on the wire as a finite float32 (names the field)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,8 @@ def setpoint_to_target(sp: Setpoint) -> PositionTargetNed:
     """Convert an ENU setpoint to NED target fields with the matching ``type_mask``.
 
     Raises ValueError for an empty setpoint (no position, velocity or acceleration): MAVLink has
-    no meaning for "ignore everything", and PX4 would reject it while in OFFBOARD.
+    no meaning for "ignore everything", and PX4 would reject it while in OFFBOARD; and
+    :class:`SetpointEncodingError` when a field is not a finite float32 (see the module doc).
     """
     if sp.is_empty:
         raise ValueError("setpoint has no position, velocity or acceleration: nothing to send")
@@ -105,7 +120,12 @@ def setpoint_to_target(sp: Setpoint) -> PositionTargetNed:
     else:
         mask |= IGNORE_YAW_RATE
         yaw_rate = 0.0
-    return PositionTargetNed(mask, *pos, *vel, *acc, yaw, yaw_rate)
+    target = PositionTargetNed(mask, *pos, *vel, *acc, yaw, yaw_rate)
+    for name in _FIELDS:
+        value = getattr(target, name)
+        if not abs(value) <= FLOAT32_MAX:  # NaN fails too
+            raise SetpointEncodingError(f"SET_POSITION_TARGET_LOCAL_NED.{name} = {value!r} is not a finite float32")
+    return target
 
 
 def target_to_setpoint(t: PositionTargetNed) -> Setpoint:

@@ -26,7 +26,8 @@ _SEVERITY = ("EMERGENCY", "ALERT", "CRITICAL", "ERROR", "WARNING", "NOTICE", "IN
 class VehicleTracker:
     """Latest vehicle-level facts reported by the FCU."""
 
-    def __init__(self, statustext_keep: int = 8):
+    def __init__(self, statustext_keep: int = 8, home_altitude_range_m: Tuple[float, float] = (-500.0, 9000.0)):
+        self.home_altitude_range_m = home_altitude_range_m
         self.armed = False
         self.mode = FlightMode.OTHER
         self.mode_name = "unknown"
@@ -58,9 +59,15 @@ class VehicleTracker:
         self.landed_state = int(msg.landed_state)
 
     def on_home_position(self, msg) -> None:
+        """PX4 takes off to home altitude + height: an implausible home is never believed."""
         if not (abs(msg.latitude) <= 900_000_000 and abs(msg.longitude) <= 1_800_000_000):
             raise TelemetryRejected(f"HOME_POSITION lat/lon {msg.latitude}, {msg.longitude} (degE7) out of range")
-        self.home_amsl_m = msg.altitude * 1e-3
+        altitude_m = msg.altitude * 1e-3
+        low, high = self.home_altitude_range_m
+        if not low <= altitude_m <= high:
+            raise TelemetryRejected(f"HOME_POSITION altitude {altitude_m:.3f} m AMSL is outside home_altitude_range_m "
+                                    f"[{low:g}, {high:g}]")
+        self.home_amsl_m = altitude_m
 
     def on_statustext(self, msg) -> None:
         text = msg.text.decode("utf-8", "replace") if isinstance(msg.text, (bytes, bytearray)) else str(msg.text)
@@ -72,10 +79,13 @@ class VehicleTracker:
 class SendResult:
     """What ``FcuBridge.send_setpoint`` did with a setpoint.
 
-    accepted: False when it was dropped (``reason`` says why: link down, landing latched).
+    accepted: False when it was dropped (``reason`` says why: link down, landing latched,
+        outside the flight envelope).
     commanded: the setpoint actually streamed (ENU, after clamps), or None.
-    clamped: kinds of clamp applied (``"geofence"``, ``"speed"``, ``"acceleration"``).
+    clamped: kinds of clamp applied (``"geofence"``, ``"speed"``, ``"acceleration"``, ``"yaw_rate"``).
     details: one readable line per clamp.
+    refused: True when the setpoint itself was bad (outside the envelope): the bridge keeps
+        streaming the last good one; False for a drop that says nothing about the setpoint.
     """
 
     accepted: bool
@@ -83,6 +93,7 @@ class SendResult:
     clamped: Tuple[str, ...] = ()
     details: Tuple[str, ...] = ()
     reason: str = ""
+    refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,8 +103,10 @@ class BridgeStatus:
     Times are seconds, battery voltage volts, ``battery_remaining`` a fraction 0..1 (None when
     the FCU does not know). ``rx_rejected`` counts rejected frames per reason: the codec's
     (garbage, crc, signature, malformed, unknown_message, truncated) plus ``foreign_source``
-    (valid frame from another address/system than the locked FCU) and ``invalid_values``
-    (authentic frame with impossible content).
+    (valid frame from another address/system than the locked FCU), ``invalid_values``
+    (authentic frame with impossible content) and ``out_of_order`` (telemetry older than the
+    newest of its stream). ``setpoints_refused`` counts setpoints outside the flight envelope
+    (``last_refusal`` says why); ``fcu_reboots`` the FCU timeline restarts seen in telemetry.
     """
 
     link: LinkState
@@ -127,6 +140,9 @@ class BridgeStatus:
     handler_errors: int
     last_error: str
     statustext: Tuple[str, ...] = field(default_factory=tuple)
+    setpoints_refused: int = 0
+    last_refusal: str = ""
+    fcu_reboots: int = 0
 
     @property
     def rx_rejected_total(self) -> int:
