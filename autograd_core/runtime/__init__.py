@@ -11,6 +11,10 @@ file reader is built in (the `safetensors` package is not needed). `import autog
 still executes `autograd_core/__init__.py` (which imports the engine); to deploy without the
 training code, copy `autograd_core/runtime/` on its own, under any package name.
 
+Limits: every array the runtime allocates for a graph is charged against `_model.MAX_BUFFER_BYTES`
+(1 GiB) before it is allocated, so sizes in a file (pads, strides, shapes, output sizes) raise
+`FormatError`, not MemoryError; weights (constants with at least one axis) must be finite.
+
 Execution: `load` validates the file, then compiles the graph once into a flat list of NumPy
 calls over buffers allocated at load time (`out=` everywhere, positional where NumPy allows it);
 views (reshape, transpose, slicing, split) cost nothing per call, constant sub-graphs are folded,

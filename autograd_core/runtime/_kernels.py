@@ -23,9 +23,9 @@ _as_strided = np.lib.stride_tricks.as_strided
 class Ctx:
     """What a builder sees of one node."""
 
-    __slots__ = ("node", "op", "ins", "const", "attrs", "_outs", "_declared", "_alloc")
+    __slots__ = ("node", "op", "ins", "const", "attrs", "_outs", "_declared", "_alloc", "_charge")
 
-    def __init__(self, node, ins, const, declared, alloc):
+    def __init__(self, node, ins, const, declared, alloc, charge):
         self.node = node
         self.op = node["op"]
         self.ins = ins
@@ -33,7 +33,8 @@ class Ctx:
         self.attrs = node.get("attrs", {})
         self._outs = [None] * len(node["outputs"])
         self._declared = declared  # list of (shape, dtype) per output, from the file
-        self._alloc = alloc
+        self._alloc = alloc    # (shape, dtype, fill, what) -> array, counted against the model's cap
+        self._charge = charge  # (nbytes, what): count an allocation made otherwise (a weight copy)
 
     def fail(self, msg):
         raise FormatError(f"node {self.node.get('outputs')} ({self.op}): {msg}")
@@ -101,9 +102,9 @@ class Ctx:
         self._check(i, shape, dtype)
         if like is not None and like.shape == shape and _nhwc(like) is not None and not like.flags.c_contiguous:
             n, ch, h, w = shape
-            buf = self._alloc((n, h, w, ch), dtype).transpose(0, 3, 1, 2)
+            buf = self._alloc((n, h, w, ch), dtype, 0, "an output buffer").transpose(0, 3, 1, 2)
         else:
-            buf = self._alloc(shape, dtype)
+            buf = self._alloc(shape, dtype, 0, "an output buffer")
         self._outs[i] = buf
         return buf
 
@@ -112,8 +113,19 @@ class Ctx:
         self._outs[i] = arr
         return arr
 
-    def tmp(self, shape, dtype):
-        return self._alloc(tuple(int(s) for s in shape), dtype)
+    def tmp(self, shape, dtype, fill=0):
+        """A work buffer (padded input, im2col matrix, mask, ...), counted against the cap."""
+        return self._alloc(tuple(int(s) for s in shape), dtype, fill, "a work buffer")
+
+    def charge(self, nbytes, what):
+        """Count an allocation that is not a fresh buffer (a re-laid-out copy of a weight)."""
+        self._charge(nbytes, what)
+
+    def copy_of(self, a, dtype=None):
+        """A contiguous copy of `a` (of `dtype`), counted against the cap."""
+        dt = a.dtype if dtype is None else np.dtype(dtype)
+        self._charge(a.size * dt.itemsize, "a weight copy")
+        return np.array(a, dtype=dt, order="C", copy=True)
 
     def outputs(self):
         if any(o is None for o in self._outs):
@@ -160,11 +172,17 @@ def _strict_view(x, shape):
 
 
 def _gemm(a, b, o):
-    """A thunk computing o = a @ b: np.dot (less call overhead) when it applies, else np.matmul."""
+    """A thunk computing o = a @ b: np.dot (less call overhead) when it applies, else np.matmul.
+    np.dot copies an operand that BLAS cannot read in place (a broadcast or strided view) on every
+    call; np.matmul loops over such views without a copy, so those go to np.matmul."""
     if (a.ndim <= 2 and b.ndim == 2 and o.flags.c_contiguous and o.dtype == np.result_type(a, b)
-            and a.dtype == b.dtype):
+            and a.dtype == b.dtype and _blas_ready(a) and _blas_ready(b)):
         return partial(np.dot, a, b, o)
     return partial(np.matmul, a, b, o)
+
+
+def _blas_ready(a):
+    return a.flags.c_contiguous or a.flags.f_contiguous
 
 
 def _view_or_copy(c, i, x, shape):
@@ -287,13 +305,13 @@ def build_relu(c):
     return [partial(np.maximum, x, x.dtype.type(0), out=o)]
 
 
-def _leaky_thunks(x, o, slope, tmp):
+def _leaky_thunks(c, x, o, slope, tmp):
     s = x.dtype.type(slope)
     if 0 <= slope <= 1:  # max(x, s x) == where(x > 0, x, s x)
         # fmax with a positional out is the fastest spelling; NaN in -> NaN out, as both operands are NaN
         return [partial(np.multiply, x, s, tmp), partial(np.fmax, x, tmp, o)]
     # slope > 1 or < 0: select explicitly
-    mask = np.empty(x.shape, bool)
+    mask = c.tmp(x.shape, bool)
     return [partial(np.multiply, x, s, tmp), partial(np.greater, x, 0, mask),
             partial(np.copyto, tmp, x, where=mask), partial(np.copyto, o, tmp)]
 
@@ -304,7 +322,7 @@ def build_leaky_relu(c):
     slope = c.attr("negative_slope", "float")
     o = c.out(0, x.shape, x.dtype, like=x)
     o, x = _ew(o, x)
-    return _leaky_thunks(x, o, slope, c.tmp(x.shape, x.dtype))
+    return _leaky_thunks(c, x, o, slope, c.tmp(x.shape, x.dtype))
 
 
 def build_elu(c):
@@ -328,7 +346,7 @@ def build_softplus(c):
     o, x = _ew(o, x)
     z = c.tmp(x.shape, x.dtype)
     t = c.tmp(x.shape, x.dtype)
-    mask = np.empty(x.shape, bool)
+    mask = c.tmp(x.shape, bool)
     # (max(z, 0) + log1p(exp(-|z|))) / beta, and x where z > threshold
     return [partial(np.multiply, x, beta, z), partial(np.abs, z, t), partial(np.negative, t, t),
             partial(np.exp, t, t), partial(np.log1p, t, t), partial(np.maximum, z, 0, out=o),
@@ -382,7 +400,7 @@ def build_matmul(c):
         c.fail(f"shapes {a.shape} and {b.shape} cannot be multiplied")
     o = c.out(0, shape, _out_dtype(c, np.result_type(a, b)))
     if c.const[1] and b.ndim == 2 and not b.flags.c_contiguous:
-        b = np.ascontiguousarray(b)
+        b = c.copy_of(b)
     return [_gemm(a, b, o)]
 
 
@@ -409,7 +427,7 @@ def build_linear(c):
     b = c.x(2)
     if w.ndim != 2 or x.ndim < 1 or x.shape[-1] != w.shape[1]:
         c.fail(f"input {x.shape} does not match weight {w.shape}")
-    wt = np.ascontiguousarray(w.T)
+    wt = c.copy_of(w.T)
     o = c.out(0, x.shape[:-1] + (w.shape[0],), x.dtype)
     th = [_gemm(x, wt, o)]
     if b is not None:
@@ -433,7 +451,7 @@ def _pad_input(c, x, top, left, bottom, right, value):
     if not (top or left or bottom or right):
         return x, []
     n, ch, h, w = x.shape
-    xp = np.full((n, ch, h + top + bottom, w + left + right), value, x.dtype)
+    xp = c.tmp((n, ch, h + top + bottom, w + left + right), x.dtype, value)
     return xp, [partial(np.copyto, xp[:, :, top:top + h, left:left + w], x)]
 
 
@@ -481,11 +499,11 @@ def build_conv2d(c):
     o = c.out(0, (n, oc, oh, ow), dt)
     ocg = oc // g
     kb = K + (1 if b is not None else 0)
-    w2 = np.empty((g, ocg, kb), dt)
+    w2 = c.tmp((g, ocg, kb), dt)
     w2[:, :, :K] = w.reshape(g, ocg, K)
     if b is not None:
         w2[:, :, K] = b.reshape(g, ocg)
-    col = np.ones((n, g, kb, L), dt)
+    col = c.tmp((n, g, kb, L), dt, 1)
     s0, s1, s2, s3 = xp.strides
     src = _as_strided(xp, (n, g, cg, kh, kw, oh, ow), (s0, s1 * cg, s1, s2 * dh, s3 * dw, s2 * sh, s3 * sw),
                       writeable=False)
@@ -503,14 +521,14 @@ def _conv2d_nhwc(c, x, w, b, stride, pads, dil, out_hw):
     xv = _nhwc(x)
     th = []
     if top or left or bottom or right or xv is None:
-        xp = np.zeros((n, h + top + bottom, wd + left + right, ch), dt)
+        xp = c.tmp((n, h + top + bottom, wd + left + right, ch), dt)
         th.append(partial(np.copyto, xp[:, top:top + h, left:left + wd, :], x.transpose(0, 2, 3, 1)))
     else:
         xp = xv
     K = kh * kw * ch
     kb = K + (1 if b is not None else 0)
     M = n * oh * ow
-    w2 = np.empty((kb, oc), dt)
+    w2 = c.tmp((kb, oc), dt)
     w2[:K] = w.transpose(2, 3, 1, 0).reshape(K, oc)
     if b is not None:
         w2[K] = b
@@ -519,7 +537,7 @@ def _conv2d_nhwc(c, x, w, b, stride, pads, dil, out_hw):
     o2 = ob.reshape(M, oc)
     if kh == kw == sh == sw == 1 and b is None:  # 1x1: the input is already the im2col matrix
         return th + [_gemm(xp.reshape(M, ch), w2, o2)]
-    col = np.ones((M, kb), dt)
+    col = c.tmp((M, kb), dt, 1)
     s0, s1, s2, s3 = xp.strides
     src = _as_strided(xp, (n, oh, ow, kh, kw, ch), (s0, s1 * sh, s2 * sw, s1 * dh, s2 * dw, s3), writeable=False)
     dst = _strict_view(col[:, :K], (n, oh, ow, kh, kw, ch))
@@ -597,23 +615,40 @@ def build_avg_pool2d(c):
     if div is not None:
         th.append(partial(np.divide, o, x.dtype.type(div), o))
         return th
-    # torch's divisor: window clipped to the padded input (count_include_pad) or to the input
-    cnt = np.empty((oh, ow), np.float64)
-    for i in range(oh):
-        h0 = i * s[0] - p[0]
-        h1 = min(h0 + k[0], h + p[0])
-        for j in range(ow):
-            w0 = j * s[1] - p[1]
-            w1 = min(w0 + k[1], w + p[1])
-            if cip:
-                cnt[i, j] = (h1 - h0) * (w1 - w0)
-            else:
-                cnt[i, j] = (min(h1, h) - max(h0, 0)) * (min(w1, w) - max(w0, 0))
+    # torch's divisor: window clipped to the padded input (count_include_pad) or to the input;
+    # separable, so (rows' counts) x (columns' counts)
+    counts = []
+    for size, kk, ss, pp, num in ((h, k[0], s[0], p[0], oh), (w, k[1], s[1], p[1], ow)):
+        a0 = np.arange(num, dtype=np.int64) * ss - pp
+        a1 = np.minimum(a0 + kk, size + pp)
+        counts.append(a1 - a0 if cip else np.minimum(a1, size) - np.maximum(a0, 0))
+    cnt = c.tmp((oh, ow), np.float64)
+    np.multiply.outer(counts[0], counts[1], out=cnt, casting="unsafe")
     if np.all(cnt == cnt.flat[0]):
         th.append(partial(np.multiply, o, x.dtype.type(1.0 / cnt.flat[0]), o))
     else:
-        th.append(partial(np.divide, o, cnt.astype(x.dtype), o))
+        th.append(partial(np.divide, o, c.copy_of(cnt, x.dtype), o))
     return th
+
+
+def _window_means(c, size, out_size, dtype, transposed=False):
+    """(out_size, size) matrix (or its transpose, contiguous) whose row i averages torch's adaptive
+    window [floor(i size / out_size), ceil((i + 1) size / out_size)); vectorised, counted buffers."""
+    i = np.arange(out_size, dtype=np.int64)
+    a, b = (i * size) // out_size, -(-((i + 1) * size) // out_size)
+    j = np.arange(size, dtype=np.int64)
+    shape = (size, out_size) if transposed else (out_size, size)
+    if transposed:
+        a, b, inv, j = a[None, :], b[None, :], 1.0 / (b - a)[None, :], j[:, None]
+    else:
+        a, b, inv, j = a[:, None], b[:, None], 1.0 / (b - a)[:, None], j[None, :]
+    inside, below = c.tmp(shape, bool), c.tmp(shape, bool)
+    np.less_equal(a, j, out=inside)
+    np.less(j, b, out=below)
+    np.logical_and(inside, below, out=inside)
+    m = c.tmp(shape, dtype)
+    np.multiply(inside, inv, out=m, casting="unsafe")
+    return m
 
 
 def build_adaptive_avg_pool2d(c):
@@ -622,20 +657,21 @@ def build_adaptive_avg_pool2d(c):
     if x.ndim != 4:
         c.fail(f"expects NCHW input, got {x.shape}")
     oh, ow = _pair(c, "output_size")
+    if oh < 1 or ow < 1:
+        c.fail(f"output_size {[oh, ow]} must be positive")
     n, ch, h, w = x.shape
+    if h < 1 or w < 1:
+        c.fail(f"expects a non-empty image, got {x.shape}")
     o = c.out(0, (n, ch, oh, ow), x.dtype)
     if h % oh == 0 and w % ow == 0:
         v = x.reshape(n, ch, oh, h // oh, ow, w // ow) if x.flags.c_contiguous else None
         if v is not None and np.shares_memory(v, x):
             return [partial(np.mean, v, axis=(3, 5), out=o)]
-    # general: per output cell mean over torch's [floor(i h / oh), ceil((i+1) h / oh)) windows
-    cells = []
-    for i in range(oh):
-        h0, h1 = (i * h) // oh, -(-((i + 1) * h) // oh)
-        for j in range(ow):
-            w0, w1 = (j * w) // ow, -(-((j + 1) * w) // ow)
-            cells.append((x[:, :, h0:h1, w0:w1], o[:, :, i, j]))
-    return [partial(np.mean, src, axis=(2, 3), out=dst) for src, dst in cells]
+    # general: the window means are separable, o = Rows @ x @ Cols^T (two GEMMs, any output size)
+    rows = _window_means(c, h, oh, x.dtype)
+    cols_t = _window_means(c, w, ow, x.dtype, transposed=True)
+    t = c.tmp((n, ch, h, ow), x.dtype)
+    return [partial(np.matmul, x, cols_t, t), partial(np.matmul, rows, t, o)]
 
 
 def build_batch_norm(c):
@@ -721,8 +757,8 @@ def build_gru_cell(c):
     dt = x.dtype
     half = np.ones(3 * H)
     half[:2 * H] = 0.5
-    wi = np.ascontiguousarray((w_ih * half[:, None]).T.astype(dt))
-    wh = np.ascontiguousarray((w_hh * half[:, None]).T.astype(dt))
+    wi = c.copy_of((w_ih * half[:, None]).T, dt)
+    wh = c.copy_of((w_hh * half[:, None]).T, dt)
     bi = (b_ih * half).astype(dt)
     bi[:2 * H] += (b_hh[:2 * H] * 0.5).astype(dt)
     bhn = b_hh[2 * H:].astype(dt)
@@ -753,8 +789,8 @@ def build_lstm_cell(c):
     dt = x.dtype
     sc = np.full(4 * H, 0.5)
     sc[2 * H:3 * H] = 1.0  # the g gate is a tanh: not halved
-    wi = np.ascontiguousarray((w_ih * sc[:, None]).T.astype(dt))
-    wh = np.ascontiguousarray((w_hh * sc[:, None]).T.astype(dt))
+    wi = c.copy_of((w_ih * sc[:, None]).T, dt)
+    wh = c.copy_of((w_hh * sc[:, None]).T, dt)
     bias = ((b_ih + b_hh) * sc).astype(dt)
     lead = x.shape[:-1]
     gates = c.tmp(lead + (4 * H,), dt)
@@ -810,6 +846,8 @@ def build_expand(c):
         v = np.broadcast_to(x, shape)
     except ValueError:
         c.fail(f"cannot expand {x.shape} to {shape}")
+    # no memory now, but a consumer may copy the broadcast view (np.dot does): counted as if it did
+    c.charge(v.size * v.dtype.itemsize, "an expanded view")
     c.alias(0, v)
     return []
 

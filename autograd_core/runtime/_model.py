@@ -1,5 +1,6 @@
 """The interpreter: a graph file becomes a flat list of in-place NumPy thunks over fixed buffers."""
 import math
+import operator
 
 import numpy as np
 
@@ -9,7 +10,10 @@ from ._kernels import BUILDERS, Ctx
 __all__ = ["Model", "load", "load_bytes"]
 
 MAX_NODES = 1_000_000
-MAX_BUFFER_BYTES = 1 << 30  # all buffers together; a crafted file cannot make the runtime allocate more
+# Everything the runtime allocates for a graph (buffers, padded copies, im2col matrices, re-laid-out
+# weights, masks, expanded views a GEMM could copy) together, charged before allocating: sizes
+# read from a file beyond this raise FormatError, never MemoryError.
+MAX_BUFFER_BYTES = 1 << 30
 _NAME_MAX = 512
 
 
@@ -34,6 +38,25 @@ def _spec(d, what):
     return tuple(shape), np.dtype(dt)
 
 
+def _check_finite(name, arr):
+    """Weights must be finite: a NaN or infinite weight (a diverged training run, a corrupted
+    file) would make every output NaN while the model looks loaded. 0-d constants may be
+    infinite: they are literals of the traced code (a -inf fill value), not trained weights."""
+    if arr.dtype.kind != "f" or arr.size == 0:
+        return
+    finite = np.isfinite(arr)
+    if finite.all():
+        return
+    nan = np.isnan(arr)
+    if arr.ndim == 0 and not nan.any():
+        return
+    bad = int(arr.size - np.count_nonzero(finite))
+    first = tuple(int(i) for i in np.argwhere(~finite)[0])
+    _fail(f"constant {name!r} {list(arr.shape)} holds {bad} non-finite value(s) (NaN or infinity; "
+          f"{arr[first] if first else arr[()]} at index {list(first)}): the model's training diverged or the file "
+          "is corrupted; refusing to run it")
+
+
 class Model:
     """A loaded graph: call it with NumPy arrays (positional, in `input_names` order).
 
@@ -51,16 +74,32 @@ class Model:
             self._build(graph, tensors)
         except FormatError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:  # anything malformed
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:  # malformed
             raise FormatError(f"malformed graph: {type(e).__name__}: {e}") from None
+        except MemoryError:  # a backstop only: every allocation is charged against the cap first
+            raise FormatError(f"the graph needs more memory than this machine has ({self._allocated} bytes of "
+                              "buffers counted so far)") from None
 
     # -- construction ------------------------------------------------------------------------
-    def _alloc(self, shape, dtype):
-        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
-        self._allocated += nbytes
+    def _charge(self, nbytes, what="buffers"):
+        """Count `nbytes` against MAX_BUFFER_BYTES before they are allocated; every array the
+        runtime makes while loading (buffers, padded copies, im2col matrices, re-laid-out weights,
+        masks) goes through here, so file-supplied sizes cannot make it allocate more."""
+        self._allocated += int(nbytes)
         if self._allocated > MAX_BUFFER_BYTES:
-            _fail(f"the graph needs more than {MAX_BUFFER_BYTES} bytes of buffers")
-        return np.zeros(shape, dtype)
+            _fail(f"the graph needs more than {MAX_BUFFER_BYTES} bytes of buffers ({what} of {int(nbytes)} bytes "
+                  f"brings the total to {self._allocated}); a crafted or corrupted file?")
+
+    def _alloc(self, shape, dtype, fill=0, what="buffers"):
+        """A new array of `shape` filled with `fill`, charged first (see `_charge`)."""
+        shape = tuple(operator.index(s) for s in shape)
+        if min(shape, default=0) < 0:
+            _fail(f"bad buffer shape {shape}")
+        dtype = np.dtype(dtype)
+        self._charge(math.prod(shape) * dtype.itemsize, what)
+        if fill == 0:
+            return np.zeros(shape, dtype)
+        return np.full(shape, fill, dtype)
 
     def _build(self, graph, tensors):
         if not isinstance(graph, dict):
@@ -77,6 +116,7 @@ class Model:
             _name(cname, "constant")
             if cname not in tensors:
                 _fail(f"constant {cname!r} is not stored in the file")
+            _check_finite(cname, tensors[cname])
             env[cname] = tensors[cname]
             const.add(cname)
         extra = set(tensors) - set(consts)
@@ -135,7 +175,7 @@ class Model:
                 if nm not in values:
                     _fail(f"node {k} ({op}): value {nm!r} has no declared shape")
                 declared.append(_spec(values[nm], f"value {nm!r}"))
-            ctx = Ctx(node, arrays, is_const, declared, self._alloc)
+            ctx = Ctx(node, arrays, is_const, declared, self._alloc, self._charge)
             thunks = builder(ctx)
             results = ctx.outputs()
             folded = all(is_const)
