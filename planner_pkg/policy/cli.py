@@ -99,21 +99,20 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from planner_pkg.policy.config import config_from_dict
+    from planner_pkg.policy.checkpoint import load_checkpoint, network_from_checkpoint
     from planner_pkg.policy.export import export_policy
-    from planner_pkg.policy.network import PolicyNet
-    from planner_pkg.policy.trainer import load_checkpoint
 
     if not Path(args.checkpoint).is_file():
         raise _err(f"checkpoint {args.checkpoint!r} does not exist")
     try:
         ckpt = load_checkpoint(args.checkpoint)
+        cfg, net = network_from_checkpoint(ckpt, args.checkpoint)
     except ValueError as exc:
         raise _err(str(exc)) from None
-    cfg = config_from_dict(ckpt["config"])
-    net = PolicyNet(cfg.network, cfg.observation)
-    net.load_state_dict(ckpt["model"])
-    path = export_policy(net, cfg, args.out)
+    try:
+        path = export_policy(net, cfg, args.out)
+    except OSError as exc:
+        raise _err(f"cannot write model {args.out!r}: {exc}") from None
     print(f"wrote {path} (network of iteration {ckpt['iteration']})")
     return 0
 

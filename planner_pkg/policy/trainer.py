@@ -30,6 +30,8 @@ from autograd_core.nn.utils import clip_grad_norm_
 from autograd_core.optim import AdamW
 from autograd_core.optim.lr_scheduler import CosineAnnealingLR
 
+from planner_pkg.policy.checkpoint import (CHECKPOINT_FORMAT, HISTORY_COLUMNS, CheckpointError, load_checkpoint,
+                                           restore_training, save_checkpoint)
 from planner_pkg.policy.config import PolicyConfig, config_from_dict
 from planner_pkg.policy.env import sample_episode
 from planner_pkg.policy.export import LoadedPolicy, export_policy, policy_graph
@@ -37,13 +39,11 @@ from planner_pkg.policy.losses import LOSS_TERMS
 from planner_pkg.policy.network import PolicyNet
 from planner_pkg.policy.rollout import run_rollout
 
-__all__ = ["TrainResult", "train", "output_paths", "CHECKPOINT_FORMAT", "HISTORY_COLUMNS", "build_network"]
+__all__ = ["TrainResult", "train", "output_paths", "CHECKPOINT_FORMAT", "HISTORY_COLUMNS", "build_network",
+           "load_checkpoint", "CheckpointError"]
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FORMAT = "planner_pkg.policy.checkpoint/1"
-HISTORY_COLUMNS = ("iteration", "wall_s", "iter_s", "lr", "total", *LOSS_TERMS, "success_rate", "collision_rate",
-                   "mean_speed_mps", "grad_norm", "eval_success_rate")
 #: Evaluation worlds during training start here (the final test set starts at world 0).
 VALIDATION_FIRST_WORLD = 100_000
 
@@ -70,31 +70,6 @@ def build_network(cfg: PolicyConfig) -> PolicyNet:
     """The network of ``cfg``, initialised from ``train.seed``."""
     ag.manual_seed(cfg.train.seed)
     return PolicyNet(cfg.network, cfg.observation)
-
-
-def _save_checkpoint(path: Path, iteration: int, cfg: PolicyConfig, net, opt, sched, history) -> None:
-    table = np.array([[row.get(c, math.nan) for c in HISTORY_COLUMNS] for row in history], dtype=np.float64)
-    ag.save({
-        "format": CHECKPOINT_FORMAT,
-        "iteration": iteration,
-        "config": cfg.to_dict(),
-        "model": net.state_dict(),
-        "optimizer": opt.state_dict(),
-        "scheduler": sched.state_dict(),
-        "history_columns": list(HISTORY_COLUMNS),
-        "history": ag.tensor(table.reshape(-1, len(HISTORY_COLUMNS))),
-    }, str(path))
-
-
-def load_checkpoint(path: Union[str, Path]) -> dict:
-    """Read a checkpoint written by :func:`train` (data only); raises ValueError if it is not one."""
-    try:
-        ckpt = ag.load(str(path))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read checkpoint {str(path)!r}: {exc}") from None
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a policy training checkpoint (expected format {CHECKPOINT_FORMAT!r})")
-    return ckpt
 
 
 def _write_csv(path: Path, history: List[Dict[str, float]]) -> None:
@@ -183,17 +158,14 @@ def train(
         ckpt = load_checkpoint(resume)
         saved = config_from_dict(ckpt["config"])
         if saved.replace(train={"iterations": tc.iterations}) != cfg:
-            raise ValueError(f"checkpoint {resume} was trained with a different configuration; resume with the "
-                             "same config file (only train.iterations may change)")
-        net.load_state_dict(ckpt["model"])
-        opt.load_state_dict(ckpt["optimizer"])
-        sched.load_state_dict(ckpt["scheduler"])
+            raise CheckpointError(f"checkpoint {resume} was trained with a different configuration; resume with the "
+                                  "same config file (only train.iterations may change)")
+        if ckpt["iteration"] > tc.iterations:
+            raise CheckpointError(f"checkpoint {resume} is at iteration {ckpt['iteration']}, beyond the "
+                                  f"{tc.iterations} iterations asked for; raise train.iterations (--iterations)")
+        start, history = restore_training(ckpt, resume, net, opt, sched)
         if saved.train.iterations != tc.iterations:  # a longer (or shorter) schedule from here on
             sched.T_max = tc.iterations
-        start = int(ckpt["iteration"])
-        cols = list(ckpt["history_columns"])
-        for row in ckpt["history"].numpy():
-            history.append(dict(zip(cols, (float(v) for v in row))))
         log(f"resumed from {resume} at iteration {start}")
     end = tc.iterations if stop_after is None else min(tc.iterations, start + stop_after)
     wall0 = time.perf_counter()
@@ -246,7 +218,7 @@ def train(
                     f"collision {row['collision']:.3g}, avoidance {row['avoidance']:.3g}), collision-free "
                     f"{100 * row['success_rate']:.0f} %, speed {row['mean_speed_mps']:.2f} m/s, {rate:.3f} it/s")
             if tc.checkpoint_every and (it + 1) % tc.checkpoint_every == 0 and it + 1 < end:
-                _save_checkpoint(paths["checkpoint"], it + 1, cfg, net, opt, sched, history)
+                save_checkpoint(paths["checkpoint"], it + 1, cfg, net, opt, sched, history)
                 _write_csv(paths["csv"], history)
         it = end
     finally:
@@ -254,7 +226,7 @@ def train(
             bar.close()
     if skipped:
         log(f"warning: {skipped} iteration(s) had a non-finite loss or gradient and were skipped")
-    _save_checkpoint(paths["checkpoint"], end, cfg, net, opt, sched, history)
+    save_checkpoint(paths["checkpoint"], end, cfg, net, opt, sched, history)
     _write_csv(paths["csv"], history)
     if history:
         _write_png(paths["png"], history)
