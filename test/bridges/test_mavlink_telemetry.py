@@ -1,16 +1,24 @@
 """Telemetry -> ENU/FLU state (LOCAL_POSITION_NED + ATTITUDE_QUATERNION, ODOMETRY with
-covariance), time sync between the FCU's boot clock and ours, and battery/home bookkeeping."""
+covariance), time sync between the FCU's boot clock and ours, battery/home bookkeeping, and
+telemetry order (late messages dropped, FCU reboots followed)."""
 import math
 import time
 
 import numpy as np
 import pytest
-from mavlink_peer import ARDUPILOT, ODOMETRY_COVARIANCE_URT, PX4, BridgeAndPeer, wait_until
+from mavlink_peer import ARDUPILOT, ODOMETRY_COVARIANCE_URT, PX4, BridgeAndPeer, loopback_config, wait_until
 from pymavlink.dialects.v20 import ardupilotmega as mavlink2
 
 from planner_pkg.bridges.mavlink import frames
-from planner_pkg.bridges.mavlink.telemetry import TelemetryAssembler, TelemetryRejected, euler_to_quaternion
+from planner_pkg.bridges.mavlink.telemetry import (
+    FcuClockGuard,
+    TelemetryAssembler,
+    TelemetryOutOfOrder,
+    TelemetryRejected,
+    euler_to_quaternion,
+)
 from planner_pkg.bridges.mavlink.timesync import TimeSync
+from planner_pkg.bridges.mavlink.vehicle import VehicleTracker
 from planner_pkg.types import quaternion_to_matrix
 
 MAV = mavlink2.MAVLink(None, 1, 1)
@@ -166,3 +174,120 @@ def test_odometry_end_to_end_with_covariance_and_status(flavour):
         assert status.autopilot.value == flavour and status.landed_state == "on_ground"
         assert status.rx_rejected_total == 0
         assert peer.bridge_heartbeats and peer.bridge_heartbeats[0][1:] == (191, 18)  # onboard controller
+
+
+# ---------------------------------------------------------------------------------------------
+# Order of telemetry, FCU reboots, HOME_POSITION bounds (issue 20, item 8)
+# ---------------------------------------------------------------------------------------------
+def lpn(boot_ms, north):
+    return MAV.local_position_ned_encode(boot_ms, north, 0.0, -1.0, 0.0, 0.0, 0.0)
+
+
+def att(boot_ms, yaw=0.0):
+    return MAV.attitude_quaternion_encode(boot_ms, *q_ned_yaw(yaw), 0.0, 0.0, 0.0, [0] * 4)
+
+
+def test_older_local_position_arriving_later_is_dropped():
+    tel = TelemetryAssembler()
+    tel.on_attitude_quaternion(att(2000), 2.0, 2.0)
+    newer = tel.on_local_position(lpn(2000, 5.0), 2.0, 2.0)
+    with pytest.raises(TelemetryOutOfOrder, match="0.010 s older"):
+        tel.on_local_position(lpn(1990, 4.0), 1.99, 2.01)  # sent before `newer`, delivered after
+    assert tel.latest is newer and newer.state.position[1] == 5.0
+    assert tel.on_local_position(lpn(2000, 5.5), 2.0, 2.02).state.position[1] == 5.5  # same ms: accepted
+    with pytest.raises(TelemetryOutOfOrder):
+        tel.on_attitude_quaternion(att(1500, yaw=1.0), 1.5, 2.03)  # an old attitude is no attitude
+    assert tel.on_local_position(lpn(2020, 6.0), 2.02, 2.04).state.yaw == pytest.approx(math.pi / 2)
+    tel.on_odometry(odometry(), 5.0, 5.0)  # time_usec 5_000_000
+    old = MAV.odometry_encode(4_000_000, 1, 12, 9.0, 9.0, 9.0, q_ned_yaw(0.0), 0, 0, 0, 0, 0, 0, [NAN] * 21,
+                              [NAN] * 21, 0, 0, 100)
+    with pytest.raises(TelemetryOutOfOrder, match="ODOMETRY"):
+        tel.on_odometry(old, 4.0, 5.1)
+
+
+def test_a_rejected_message_does_not_move_the_clock():
+    tel = TelemetryAssembler()
+    tel.on_attitude_quaternion(att(1000), 1.0, 1.0)
+    tel.on_local_position(lpn(1000, 1.0), 1.0, 1.0)
+    with pytest.raises(TelemetryRejected):
+        tel.on_local_position(MAV.local_position_ned_encode(90_000, NAN, 0, 0, 0, 0, 0), 1.0, 1.0)
+    assert tel.on_local_position(lpn(1020, 2.0), 1.02, 1.02) is not None  # not "older than 90 s"
+
+
+def test_fcu_reboot_starts_a_new_timeline_after_three_consistent_messages():
+    guard = FcuClockGuard("LOCAL_POSITION_NED")
+    guard.commit(100_000_000)  # up for 100 s
+    for stamp in (3_000_000, 3_020_000):  # rebooted: time restarts near zero
+        with pytest.raises(TelemetryOutOfOrder):
+            guard.check(stamp)
+    guard.check(3_040_000)  # the third in a row, running forward: a new timeline
+    assert guard.commit(3_040_000) and guard.reboots == 1 and guard.newest_us == 3_040_000
+    guard.check(3_060_000)
+    assert not guard.commit(3_060_000)
+
+
+def test_replayed_old_messages_between_live_ones_never_look_like_a_reboot():
+    guard = FcuClockGuard("LOCAL_POSITION_NED")
+    guard.commit(100_000_000)
+    for i in range(50):
+        for stale in (10_000_000 + i, 10_000_001 + i):  # two replays, then a live message
+            with pytest.raises(TelemetryOutOfOrder):
+                guard.check(stale)
+        live = 100_000_000 + 20_000 * (i + 1)
+        guard.check(live)
+        guard.commit(live)
+    assert guard.reboots == 0
+    for stale in (99_999_000, 99_998_000, 99_997_000):  # late, but within a second: never a reboot
+        with pytest.raises(TelemetryOutOfOrder):
+            guard.check(stale)
+
+
+def test_reboot_end_to_end_state_follows_the_new_clock():
+    tel = TelemetryAssembler()
+    tel.on_attitude_quaternion(att(100_000), 1.0, 1.0)
+    tel.on_local_position(lpn(100_000, 1.0), 1.0, 1.0)
+    results = []
+    for i in range(4):
+        ms = 2000 + 20 * i
+        for call in (lambda: tel.on_attitude_quaternion(att(ms), 2.0, 2.0),
+                     lambda: tel.on_local_position(lpn(ms, 7.0 + i), 2.0, 2.0)):
+            try:
+                results.append(call())
+            except TelemetryOutOfOrder:
+                results.append("dropped")
+    assert results[:4] == ["dropped"] * 4  # two of each stream
+    assert results[4] is None  # the attitude's new timeline ...
+    assert results[5].state.position[1] == 9.0  # ... and the position's
+    assert tel.reboots == 1 and tel.latest.state.position[1] == 10.0
+
+
+def test_home_position_altitude_is_bounded():
+    tracker = VehicleTracker(home_altitude_range_m=(-500.0, 9000.0))
+    tracker.on_home_position(MAV.home_position_encode(473977420, 85455940, 488_000, 0, 0, 0, [1, 0, 0, 0], 0, 0, 0))
+    assert tracker.home_amsl_m == pytest.approx(488.0)
+    for altitude_mm in (2_147_483_647, -2_147_483_648, 9_000_001, -500_001):
+        with pytest.raises(TelemetryRejected, match="home_altitude_range_m"):
+            tracker.on_home_position(MAV.home_position_encode(473977420, 85455940, altitude_mm, 0, 0, 0,
+                                                              [1, 0, 0, 0], 0, 0, 0))
+    assert tracker.home_amsl_m == pytest.approx(488.0)
+
+
+def test_late_and_absurd_telemetry_from_the_fcu_changes_nothing_end_to_end():
+    with BridgeAndPeer(PX4, config=loopback_config(link_timeout_s=3.0)) as (bridge, peer):
+        assert wait_until(lambda: bridge._vehicle.home_amsl_m is not None, 2.0)
+        peer.stream_state = False  # from here the test sends the position messages itself
+        time.sleep(0.1)
+        boot_ms = int(peer.boot_time_s() * 1000)
+        peer.send(peer.mav.attitude_quaternion_encode(boot_ms, *q_ned_yaw(0.0), 0.0, 0.0, 0.0, [0.0] * 4))
+        peer.send(peer.mav.local_position_ned_encode(boot_ms, 3.0, 0.0, -1.0, 0.0, 0.0, 0.0))
+        assert wait_until(lambda: bridge.state() is not None and bridge.state().position[1] == 3.0, 1.0)
+        newest = bridge.estimate()
+        peer.send(peer.mav.local_position_ned_encode(boot_ms - 40, 2.0, 0.0, -1.0, 0.0, 0.0, 0.0))  # late
+        peer.send(peer.mav.home_position_encode(473977420, 85455940, 2_147_000_000, 0, 0, 0, [1, 0, 0, 0], 0, 0, 0))
+        time.sleep(0.1)  # loopback delivers in well under that
+        assert bridge.estimate() is newest and bridge._vehicle.home_amsl_m == pytest.approx(peer.home_amsl_m)
+        assert wait_until(lambda: bridge.status().rx_rejected.get("out_of_order") == 1
+                          and bridge.status().rx_rejected["invalid_values"] >= 1, 1.0)
+        peer.send(peer.mav.local_position_ned_encode(boot_ms + 20, 4.0, 0.0, -1.0, 0.0, 0.0, 0.0))
+        assert wait_until(lambda: bridge.state().position[1] == 4.0, 1.0)  # the live stream goes on
+        assert bridge.status().handler_errors == 0

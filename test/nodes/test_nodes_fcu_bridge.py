@@ -381,3 +381,31 @@ def test_setpoints_and_status_flow_while_a_command_waits_on_the_fcu(graph):
     assert wait_for(future.done, 10.0)
     assert future.result().success, future.result().message
     assert g.peer.snapshot()["mode"] == "OFFBOARD"
+
+
+def test_absurd_setpoints_are_refused_and_the_stream_goes_on(graph):
+    """Issue 20: one setpoint with a yaw rate of 1e39 (or beyond the bridge's envelope) used to
+    kill the node; now it is refused and counted while the FCU keeps the last good setpoint."""
+    g = graph(PX4)
+    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("link") == "ok", 5.0)
+    for name in ("offboard", "arm"):
+        response = g.call(name)
+        assert response.success, f"{name}: {response.message}"
+    hover = [0.0, 0.0, 2.0]  # floats: the rclpy wheel sends a Python int in a float64 field wrong
+    assert g.stream(Setpoint.hold(hover, yaw=0.0), lambda: np.allclose(g.odom_position(), hover, atol=TOL_M))
+    bad = (Setpoint.from_velocity([0.0, 0.0, 0.0], yaw_rate=1e39),  # float32 cannot even carry it
+           Setpoint.from_velocity([0.0, 0.0, 0.0], yaw_rate=30.0),  # beyond failsafe.envelope (20 rad/s)
+           Setpoint.hold([1e39, 0.0, 2.0]))
+    for i, sp in enumerate(bad):
+        g.publish(sp)
+        assert wait_for(lambda: g.node.counters["bad_setpoints"] == i + 1, 5.0), g.node.counters
+    assert g.node.bridge.status().setpoints_refused >= 1  # the 30 rad/s one at least reached the bridge
+    received = g.peer.setpoints_received
+    assert wait_for(lambda: g.peer.setpoints_received >= received + 5, 5.0)  # the stream goes on ...
+    target = g.peer_target()
+    assert target["position"] == pytest.approx([0.0, 0.0, -2.0], abs=1e-5) and target["yaw_rate"] is None  # unchanged
+    assert g.node.counters["bridge_errors"] == 0 and g.node.bridge.status().handler_errors == 0
+    moved = [1.0, 0.0, 2.0]
+    assert g.stream(Setpoint.hold(moved, yaw=0.0), lambda: np.allclose(g.odom_position(), moved, atol=TOL_M))
+    assert wait_for(lambda: g.status["fcu_bridge"].get("setpoints_refused", "0") != "0", 5.0)
+    assert g.status["fcu_bridge"]["failsafe"] == "none"
