@@ -6,19 +6,34 @@ ros_gz_bridge (config/gz_bridge.yaml), the sim bridge in gazebo mode, planner, t
 
 ``ros_gz_sim`` and ``ros_gz_bridge`` are included when installed; without them only our nodes
 start (e.g. against a Gazebo started by hand). The world is exported with planner_pkg's SDF
-export (``python -m planner_pkg world sdf``) into the launch's log directory.
+export (``python -m planner_pkg world sdf``) as ``<world>.sdf`` into this launch's log directory
+(``~/.ros/log/<date>-<host>-<pid>/``, under ``ROS_LOG_DIR`` where set), next to the launch log.
+
+Restarts as ``bringup``'s: the planner and trajectory server restart 1 s after exiting, at most
+5 times, never after exit code 2 (a refused parameter), which stops the launch
+(launch/node_supervision.py); the sim bridge is not restarted.
 """
+import importlib.util
 import os
-import tempfile
 
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, LogInfo, OpaqueFunction
 from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.logging import launch_config
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 PACKAGE = "planner_pkg"
+
+
+def _supervision():
+    """launch/node_supervision.py (restart rules), next to this file: its folder is not on sys.path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_supervision.py")
+    spec = importlib.util.spec_from_file_location("planner_pkg_node_supervision", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _share(package):
@@ -29,9 +44,11 @@ def _share(package):
 
 
 def _nodes(context):
+    from planner_pkg.nodes import bringup
     from planner_pkg.nodes.sim_bridge import find_world
     from planner_pkg.world import load_world, to_sdf
 
+    restart = _supervision().restart_policy
     share = _share(PACKAGE)
     get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
     namespace = get("namespace")
@@ -39,7 +56,7 @@ def _nodes(context):
     use_sim_time = get("use_sim_time").lower() in ("true", "1", "yes")
     world_path = find_world(get("world"))
     world = load_world(world_path)
-    sdf = os.path.join(tempfile.mkdtemp(prefix="planner_pkg_gz_"), world_path.stem + ".sdf")
+    sdf = os.path.join(launch_config.log_dir, world_path.stem + ".sdf")  # this run's log folder, kept with it
     with open(sdf, "w") as fh:
         fh.write(to_sdf(world, world_path.stem))
     start = [float(v) for v in get("start").strip("[] ").split(",")]
@@ -65,14 +82,14 @@ def _nodes(context):
     actions += [
         Node(package=PACKAGE, executable="sim_bridge", name="sim_bridge", namespace=namespace,
              parameters=[params_file, {"use_sim_time": use_sim_time, "mode": "gazebo",
-                                       "world_file": str(world_path)}], output="screen", respawn=True,
-             respawn_delay=1.0),
+                                       "world_file": str(world_path)}], output="screen",
+             **restart(bringup.SIM_BRIDGE)),
         Node(package=PACKAGE, executable="planner_node", name="planner", namespace=namespace,
-             parameters=[params_file, dict(bounds, use_sim_time=use_sim_time)], output="screen", respawn=True,
-             respawn_delay=1.0),
+             parameters=[params_file, dict(bounds, use_sim_time=use_sim_time)], output="screen",
+             **restart(bringup.PLANNER)),
         Node(package=PACKAGE, executable="traj_server", name="traj_server", namespace=namespace,
-             parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
-             respawn_delay=1.0),
+             parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen",
+             **restart(bringup.TRAJ_SERVER)),
     ]
     return actions
 

@@ -10,7 +10,11 @@ EGO graph (the params file's planner).
 Odometry and the depth camera come from the drone (``odom``, ``depth/image``); the flight
 controller bridge (``fcu_bridge``, MAVLink to PX4/ArduPilot) consumes ``setpoint``. Without
 ROS 2's launch tools: ``python -m planner_pkg bringup hardware``.
+
+Restarts as ``bringup``'s: every node restarts 1 s after exiting, at most 5 times, never after
+exit code 2 (a refused parameter), which stops the launch (launch/node_supervision.py).
 """
+import importlib.util
 import os
 
 from ament_index_python.packages import get_package_share_directory
@@ -22,7 +26,19 @@ from launch_ros.actions import Node
 PACKAGE = "planner_pkg"
 
 
+def _supervision():
+    """launch/node_supervision.py (restart rules), next to this file: its folder is not on sys.path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_supervision.py")
+    spec = importlib.util.spec_from_file_location("planner_pkg_node_supervision", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _nodes(context):
+    from planner_pkg.nodes import bringup
+
+    restart = _supervision().restart_policy
     share = get_package_share_directory(PACKAGE)
     get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
     namespace = get("namespace")
@@ -37,23 +53,23 @@ def _nodes(context):
         planner_params["geofence_min_m"] = [float(v) for v in bounds.bounds_min]
         planner_params["geofence_max_m"] = [float(v) for v in bounds.bounds_max]
     fcu = Node(package=PACKAGE, executable="fcu_bridge", name="fcu_bridge", namespace=namespace,
-               parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
-               respawn_delay=1.0)
+               parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen",
+               **restart(bringup.FCU_BRIDGE))
     if get("planner") == "policy":
         # the policy node publishes setpoints itself: no planner, no trajectory server
         return [
             Node(package=PACKAGE, executable="policy_node", name="policy", namespace=namespace,
-                 parameters=[params_file, planner_params], output="screen", respawn=True, respawn_delay=1.0),
+                 parameters=[params_file, planner_params], output="screen", **restart(bringup.POLICY)),
             fcu,
         ]
     if get("planner"):
         planner_params["planner"] = get("planner")
     return [
         Node(package=PACKAGE, executable="planner_node", name="planner", namespace=namespace,
-             parameters=[params_file, planner_params], output="screen", respawn=True, respawn_delay=1.0),
+             parameters=[params_file, planner_params], output="screen", **restart(bringup.PLANNER)),
         Node(package=PACKAGE, executable="traj_server", name="traj_server", namespace=namespace,
-             parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
-             respawn_delay=1.0),
+             parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen",
+             **restart(bringup.TRAJ_SERVER)),
         fcu,
     ]
 

@@ -9,30 +9,54 @@ straight to the simulator) instead of the planner and the trajectory server.
 Without ROS 2's launch tools (the PyPI wheels): ``python -m planner_pkg bringup sim`` starts the
 same nodes with the same parameters (planner_pkg/nodes/bringup.py). Send a goal with RViz2's
 "2D Goal Pose" tool (topic ``goal_pose``) or ``ros2 topic pub --once /goal_pose ...``.
+``rviz:=true`` starts RViz2 where it is installed (a log line says so where it is not).
+
+Restarts as ``bringup``'s: the planner, trajectory server and policy restart 1 s after exiting,
+at most 5 times, never after exit code 2 (a refused parameter), which stops the launch
+(launch/node_supervision.py); the simulator is not restarted.
 """
+import importlib.util
 import os
 
-from ament_index_python.packages import get_package_share_directory
+from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.conditions import IfCondition
+from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 PACKAGE = "planner_pkg"
+TRUE = ("true", "1", "yes")
+
+
+def _supervision():
+    """launch/node_supervision.py (restart rules), next to this file: its folder is not on sys.path."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_supervision.py")
+    spec = importlib.util.spec_from_file_location("planner_pkg_node_supervision", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _installed(package) -> bool:
+    try:
+        get_package_share_directory(package)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def _nodes(context):
+    from planner_pkg.nodes import bringup
+
+    restart = _supervision().restart_policy
     share = get_package_share_directory(PACKAGE)
     get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
     namespace = get("namespace")
     params_file = get("params_file") or os.path.join(share, "config", "sim.yaml")
-    use_sim_time = get("use_sim_time").lower() in ("true", "1", "yes")
+    use_sim_time = get("use_sim_time").lower() in TRUE
     world = get("world")
     if not world:  # the params file's world, as `bringup sim` does
-        from planner_pkg.nodes.bringup import world_from_params
-
-        world = world_from_params(params_file) or ""
+        world = bringup.world_from_params(params_file) or ""
     sim_params = {"use_sim_time": use_sim_time}
     planner_params = {"use_sim_time": use_sim_time}
     if world:
@@ -48,31 +72,35 @@ def _nodes(context):
     start = get("start")
     if start:
         sim_params["start_m"] = [float(v) for v in start.strip("[] ").split(",")]
-    rviz = Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
-             arguments=["-d", os.path.join(share, "config", "planner.rviz")],
-             parameters=[{"use_sim_time": use_sim_time}], condition=IfCondition(LaunchConfiguration("rviz")))
+    rviz = []
+    if get("rviz").lower() in TRUE:
+        if _installed("rviz2"):
+            rviz.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
+                             arguments=["-d", os.path.join(share, "config", "planner.rviz")],
+                             parameters=[{"use_sim_time": use_sim_time}]))
+        else:  # launching it would fail the whole launch ("package 'rviz2' not found")
+            rviz.append(LogInfo(msg="rviz:=true but rviz2 is not installed (apt install ros-$ROS_DISTRO-rviz2): "
+                                    "starting the graph without it"))
     sim = Node(package=PACKAGE, executable="sim_bridge", name="sim_bridge", namespace=namespace,
-               parameters=[params_file, sim_params], output="screen", respawn=False)
+               parameters=[params_file, sim_params], output="screen", **restart(bringup.SIM_BRIDGE))
     if get("planner") == "policy":
         # the policy node publishes setpoints itself: no planner, no trajectory server
         policy_params = {k: v for k, v in planner_params.items() if k != "planner"}
         return [
             sim,
             Node(package=PACKAGE, executable="policy_node", name="policy", namespace=namespace,
-                 parameters=[params_file, policy_params], output="screen", respawn=True, respawn_delay=1.0),
-            rviz,
-        ]
+                 parameters=[params_file, policy_params], output="screen", **restart(bringup.POLICY)),
+        ] + rviz
     if get("planner"):
         planner_params["planner"] = get("planner")
     return [
         sim,
         Node(package=PACKAGE, executable="planner_node", name="planner", namespace=namespace,
-             parameters=[params_file, planner_params], output="screen", respawn=True, respawn_delay=1.0),
+             parameters=[params_file, planner_params], output="screen", **restart(bringup.PLANNER)),
         Node(package=PACKAGE, executable="traj_server", name="traj_server", namespace=namespace,
-             parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen", respawn=True,
-             respawn_delay=1.0),
-        rviz,
-    ]
+             parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen",
+             **restart(bringup.TRAJ_SERVER)),
+    ] + rviz
 
 
 def generate_launch_description():
@@ -85,6 +113,6 @@ def generate_launch_description():
         DeclareLaunchArgument("use_sim_time", default_value="true", description="follow /clock from the simulator"),
         DeclareLaunchArgument("start", default_value="", description="start position '[x, y, z]', m"),
         DeclareLaunchArgument("planner", default_value="", description="planner (ego, direct, policy)"),
-        DeclareLaunchArgument("rviz", default_value="false", description="also start RViz2"),
+        DeclareLaunchArgument("rviz", default_value="false", description="also start RViz2 (if installed)"),
         OpaqueFunction(function=_nodes),
     ])

@@ -51,38 +51,70 @@ def now_s(node) -> float:
 def run_node(make_node: Callable[[], "rclpy.node.Node"], args=None) -> int:
     """``rclpy.init``, build the node, ``executor.spin()``, clean shutdown; returns an exit code.
 
-    Ctrl-C / SIGTERM / an external shutdown end the spin normally (exit 0). A parameter refused
-    at startup exits with :data:`EXIT_CONFIG` after one log line naming it.
+    Ctrl-C / SIGTERM / an external shutdown end the spin normally (exit 0), however many SIGINTs
+    arrive and whenever: during the spin, inside a callback, during ``close``/``destroy_node``.
+    A parameter refused at startup exits with :data:`EXIT_CONFIG` after one log line naming it.
+
+    How: rclpy's own SIGINT/SIGTERM handler (installed by ``rclpy.init``) shuts the context down,
+    wakes the executor, then calls the Python-level handler that was in place before it. That
+    handler is Python's default, which raises KeyboardInterrupt wherever the main thread happens
+    to be (seen: inside ``take_message`` as "Unable to convert call argument '0'", and, after
+    ``rclpy.shutdown`` removed rclpy's handler, inside ``destroy_node`` on a second Ctrl-C). So a
+    handler that only records the request is installed *before* ``rclpy.init``; it stays in place
+    after ``rclpy.shutdown``. Once a stop was requested (or the context is down), a RuntimeError
+    from rclpy (RCLError, InvalidHandle, a pybind11 conversion on a destroyed handle) is the stop
+    racing the spin or the cleanup, not a crash.
     """
+    import signal
+    import threading
+
+    log = logging.getLogger("planner_pkg.nodes")
+    stop_signals: list = []
+    if threading.current_thread() is threading.main_thread():  # signal.signal works only there
+        signal.signal(signal.SIGINT, lambda signum, _frame: stop_signals.append(signum))
     rclpy.init(args=args)
+
+    def stopping() -> bool:
+        return bool(stop_signals) or not rclpy.ok()
+
     node = None
     code = EXIT_OK
     executor = SingleThreadedExecutor()
     try:
-        node = make_node()
-        executor.add_node(node)
-        executor.spin()
+        if not stop_signals:  # a Ctrl-C before rclpy.init: nothing to start
+            node = make_node()
+            executor.add_node(node)
+            executor.spin()
     except ParameterConfigError as exc:
-        logging.getLogger("planner_pkg.nodes").error("%s", exc)
+        log.error("%s", exc)
         print(f"[FATAL] {exc}", file=sys.stderr, flush=True)
         code = EXIT_CONFIG
     except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        pass  # KeyboardInterrupt: only where the handler above could not be installed
     except RuntimeError:
-        # rclpy can fail inside take_message when Ctrl-C/SIGTERM shuts the context down mid-wait:
-        # that is a normal stop; a RuntimeError while the context is still up is a real crash
-        if rclpy.ok():
+        if not stopping():
             raise
     finally:
+        steps = []
         if node is not None:
             close = getattr(node, "close", None)
             if close is not None:
-                close()
-            executor.remove_node(node)
-            node.destroy_node()
-        executor.shutdown()
-        if rclpy.ok():
-            rclpy.shutdown()
+                steps.append(close)
+            steps += [lambda: executor.remove_node(node), node.destroy_node]
+        steps.append(executor.shutdown)
+        for step in steps:
+            try:
+                step()
+            except RuntimeError as exc:  # e.g. a final publish on the context a signal shut down
+                if not stopping():
+                    raise
+                log.debug("while stopping: %s: %s", type(exc).__name__, exc)
+        rclpy.try_shutdown()  # no error where a signal already shut the context down
+        if threading.current_thread() is threading.main_thread():
+            # The process exits next. Python's finalisation resets a SIGINT handler that is a
+            # function to SIG_DFL, so a Ctrl-C arriving while DDS tears down (tens of ms) would
+            # kill the process (exit -2, seen with two SIGINTs 50 ms apart); SIG_IGN it keeps.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code
 
 

@@ -36,20 +36,42 @@ class _PackageNotFoundError(KeyError):
     pass
 
 
+INSTALLED = {"planner_pkg": str(ROOT)}  # package -> share directory; a test may add one (rviz2)
+
+
 def _share(package):
-    if package == "planner_pkg":
-        return str(ROOT)
+    if package in INSTALLED:
+        return INSTALLED[package]
     raise _PackageNotFoundError(package)
 
 
-@pytest.fixture
-def standin_launch(monkeypatch):
-    """Install stand-ins for launch, launch_ros and ament_index_python.packages."""
+class _ExecuteProcess(_Recorded):
+    """launch >= 3.1 (Jazzy, Kilted): takes respawn_max_retries."""
+
+    def __init__(self, *, respawn=False, respawn_delay=None, respawn_max_retries=-1, on_exit=None, **kwargs):
+        super().__init__(**kwargs)
+
+
+class _ExecuteProcessHumble(_Recorded):
+    """launch 1.x (Humble): no respawn_max_retries (passing it would be a TypeError)."""
+
+    def __init__(self, *, respawn=False, respawn_delay=None, on_exit=None, **kwargs):
+        super().__init__(**kwargs)
+
+
+class _LaunchConfig:
+    log_dir = None  # set per test: this launch run's log folder
+
+
+def _install_standins(monkeypatch, execute_process, log_dir):
     modules = {
         "launch": {"LaunchDescription": _Recorded},
-        "launch.actions": {n: type(n, (_Recorded,), {}) for n in
-                           ("DeclareLaunchArgument", "OpaqueFunction", "LogInfo", "IncludeLaunchDescription")},
+        "launch.actions": dict({n: type(n, (_Recorded,), {}) for n in
+                                ("DeclareLaunchArgument", "OpaqueFunction", "LogInfo", "IncludeLaunchDescription",
+                                 "EmitEvent")}, ExecuteProcess=execute_process),
         "launch.conditions": {"IfCondition": _Recorded, "UnlessCondition": _Recorded},
+        "launch.events": {"Shutdown": type("Shutdown", (_Recorded,), {})},
+        "launch.logging": {"launch_config": _LaunchConfig},
         "launch.substitutions": {"LaunchConfiguration": _LaunchConfiguration},
         "launch.launch_description_sources": {"PythonLaunchDescriptionSource": _Recorded},
         "launch_ros": {},
@@ -62,10 +84,30 @@ def standin_launch(monkeypatch):
         module = types.ModuleType(name)
         module.__dict__.update(attrs)
         monkeypatch.setitem(sys.modules, name, module)
+    log_dir.mkdir()
+    monkeypatch.setattr(_LaunchConfig, "log_dir", str(log_dir))
+
+
+@pytest.fixture
+def standin_launch(monkeypatch, tmp_path):
+    """Install stand-ins for launch (a current one), launch_ros and ament_index_python.packages."""
+    _install_standins(monkeypatch, _ExecuteProcess, tmp_path / "launch_log")
+
+
+@pytest.fixture
+def standin_launch_humble(monkeypatch, tmp_path):
+    """The same with Humble's launch: no respawn_max_retries."""
+    _install_standins(monkeypatch, _ExecuteProcessHumble, tmp_path / "launch_log")
 
 
 def _launch(profile, **arguments):
-    """Run launch/<profile>.launch.py with the stand-ins: {node name: Node kwargs}."""
+    """Run launch/<profile>.launch.py with the stand-ins: {node name: Node kwargs} of our nodes."""
+    return {a.kwargs["name"]: a.kwargs for a in _actions(profile, **arguments)
+            if type(a).__name__ == "Node" and a.kwargs.get("package") == "planner_pkg"}
+
+
+def _actions(profile, **arguments):
+    """Every action launch/<profile>.launch.py's OpaqueFunction returns (with the stand-ins)."""
     path = ROOT / "launch" / f"{profile}.launch.py"
     spec = importlib.util.spec_from_file_location(f"launch_{profile}", path)
     module = importlib.util.module_from_spec(spec)
@@ -77,9 +119,7 @@ def _launch(profile, **arguments):
     context.update(arguments)
     opaque = [e for e in entities if type(e).__name__ == "OpaqueFunction"]
     assert len(opaque) == 1
-    actions = opaque[0].kwargs["function"](context)
-    return {a.kwargs["name"]: a.kwargs for a in actions
-            if type(a).__name__ == "Node" and a.kwargs.get("package") == "planner_pkg"}
+    return opaque[0].kwargs["function"](context)
 
 
 def _bringup(profile, argv):
@@ -160,3 +200,104 @@ def test_hardware_launch_policy_replaces_planner_and_traj_server(standin_launch)
     # a known flying area bounds the policy's goals as it does the planner's
     world = _launch("hardware", planner="policy", world="forest_small.yaml")["policy"]
     assert {"geofence_min_m", "geofence_max_m"} <= set(_launch_overrides(world)[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# restarts (launch/node_supervision.py), RViz2, the Gazebo world file
+# ---------------------------------------------------------------------------------------------
+class _Exited:
+    def __init__(self, returncode):
+        self.returncode = returncode
+
+
+class _Context:
+    def __init__(self, is_shutdown=False):
+        self.is_shutdown = is_shutdown
+
+
+def _stops_the_launch(actions) -> bool:
+    return any(type(a).__name__ == "EmitEvent" and type(a.kwargs["event"]).__name__ == "Shutdown"
+               for a in actions or [])
+
+
+ALL_GRAPHS = [("sim", {}), ("sim", {"planner": "policy"}), ("gazebo", {"world": "forest_small.yaml"}),
+              ("hardware", {}), ("hardware", {"planner": "policy"})]
+
+
+@pytest.mark.parametrize("profile,arguments", ALL_GRAPHS, ids=[f"{p}-{a.get('planner', 'ego')}" for p, a in ALL_GRAPHS])
+def test_nodes_restart_like_bringup_at_most_max_restarts_and_never_after_a_refused_parameter(standin_launch, profile,
+                                                                                              arguments):
+    """The launch files used to respawn every node forever, also one that exits 2 on a bad parameter
+    (it can never come up). Now: bringup's rules (respawn per NodeSpec, 1 s apart, at most
+    MAX_RESTARTS times; exit 2 -> no restart, the launch stops)."""
+    specs = {s.name: s for s in bringup.profile_specs(profile, arguments.get("planner"))}
+    launched = _launch(profile, **arguments)
+    assert set(launched) == set(specs)
+    for name, kwargs in launched.items():
+        spec = specs[name]
+        assert kwargs["respawn"] is spec.respawn, name
+        if spec.respawn:
+            # > 0: the handler's Shutdown reaches launch during this delay, before it restarts the node
+            assert kwargs["respawn_delay"] == spec.respawn_delay_s > 0
+            assert kwargs["respawn_max_retries"] == bringup.MAX_RESTARTS
+        on_exit = kwargs["on_exit"]
+        assert _stops_the_launch(on_exit(_Exited(bringup.EXIT_CONFIG), _Context())), f"{name}: exit 2 must stop"
+        # a stopping launch: every exit is expected, nothing more to do
+        assert on_exit(_Exited(bringup.EXIT_CONFIG), _Context(is_shutdown=True)) is None
+    if profile == "sim":
+        assert launched["sim_bridge"]["respawn"] is False  # as bringup: the simulator is never restarted
+
+
+def test_a_crashing_node_is_restarted_max_restarts_times_then_the_launch_stops(standin_launch_humble):
+    """With Humble's launch (no respawn_max_retries, which must then not be passed) the exit handler
+    itself ends the restarts: MAX_RESTARTS crashes are restarted, the next one stops the launch."""
+    kwargs = _launch("hardware")["planner"]
+    assert "respawn_max_retries" not in kwargs and kwargs["respawn"] is True
+    on_exit = kwargs["on_exit"]
+    for _ in range(bringup.MAX_RESTARTS):
+        assert on_exit(_Exited(1), _Context()) is None  # launch respawns it
+    actions = on_exit(_Exited(-11), _Context())
+    assert _stops_the_launch(actions)
+    message = next(a.kwargs["msg"] for a in actions if type(a).__name__ == "LogInfo")
+    assert "planner" in message and str(bringup.MAX_RESTARTS + 1) in message
+
+
+def test_exit_2_names_the_node_and_says_it_is_not_restarted(standin_launch):
+    actions = _launch("sim")["traj_server"]["on_exit"](_Exited(2), _Context())
+    message = next(a.kwargs["msg"] for a in actions if type(a).__name__ == "LogInfo")
+    assert "traj_server" in message and "configuration" in message and "not restarting" in message
+
+
+def test_rviz_true_without_rviz2_starts_the_graph_and_says_so(standin_launch):
+    """``rviz:=true`` without rviz2 installed took the whole launch down ("package 'rviz2' not found")."""
+    actions = _actions("sim", rviz="true")
+    assert not [a for a in actions if type(a).__name__ == "Node" and a.kwargs.get("package") == "rviz2"]
+    assert any(type(a).__name__ == "LogInfo" and "rviz2 is not installed" in a.kwargs["msg"] for a in actions)
+    assert set(_launch("sim", rviz="true")) == {"sim_bridge", "planner", "traj_server"}
+
+
+@pytest.mark.parametrize("planner", ["", "policy"])
+def test_rviz_true_with_rviz2_installed_starts_it_with_our_config(standin_launch, monkeypatch, tmp_path, planner):
+    monkeypatch.setitem(INSTALLED, "rviz2", str(tmp_path))
+    rviz = [a.kwargs for a in _actions("sim", rviz="true", planner=planner)
+            if type(a).__name__ == "Node" and a.kwargs.get("package") == "rviz2"]
+    assert len(rviz) == 1 and rviz[0]["arguments"][-1] == str(ROOT / "config" / "planner.rviz")
+    assert rviz[0]["parameters"] == [{"use_sim_time": True}]
+    for off in ("false", "0"):
+        assert not [a for a in _actions("sim", rviz=off, planner=planner) if type(a).__name__ == "Node"
+                    and a.kwargs.get("package") == "rviz2"]
+
+
+def test_gazebo_writes_the_world_sdf_into_the_launch_log_folder_not_a_temp_folder(standin_launch, monkeypatch):
+    """It wrote to a fresh tempfile.mkdtemp() folder, never removed, not where its docstring said."""
+    import tempfile
+
+    def no_temp_folders(*args, **kwargs):
+        raise AssertionError("gazebo.launch.py made a temporary folder")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_temp_folders)
+    actions = _actions("gazebo", world="forest_small.yaml")
+    message = next(a.kwargs["msg"] for a in actions if type(a).__name__ == "LogInfo" and ".sdf" in a.kwargs["msg"])
+    sdf = Path(_LaunchConfig.log_dir) / "forest_small.sdf"
+    assert str(sdf) in message and sdf.read_text().lstrip().startswith("<?xml")
+    assert "<world" in sdf.read_text()
