@@ -53,7 +53,8 @@ def _exit_handler(spec: NodeSpec):
             reason = (f"{spec.name} refused its configuration (exit {code}; its log names the parameter): "
                       f"not restarting it, stopping the launch")
         elif spec.respawn and len(exits) > MAX_RESTARTS:
-            reason = f"{spec.name} exited {len(exits)} times (last exit code {code}): not restarting it, stopping the launch"
+            reason = (f"{spec.name} exited {len(exits)} times (last exit code {code}): "
+                      f"not restarting it, stopping the launch")
         else:
             return None  # launch restarts it (respawn) or it simply ended
         return [LogInfo(msg=f"[planner_pkg] {reason}"), EmitEvent(event=Shutdown(reason=reason))]

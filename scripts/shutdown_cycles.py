@@ -216,10 +216,9 @@ def main(argv=None) -> int:
                           env=env, gap_s=args.gap, jitter_s=args.jitter, ready_timeout_s=args.ready_timeout, rng=rng)
             results.append(r)
             codes = " ".join(f"{n}={c}" for n, c in sorted(r.exit_codes.items()))
+            extra = (f" tracebacks={r.tracebacks}" if r.tracebacks else "") + (f" error: {r.error}" if r.error else "")
             print(f"cycle {i + 1:3d}/{args.cycles} {'2xSIGINT' if double else '1xSIGINT'} "
-                  f"{'clean' if r.clean else 'FAILED'}: {codes} bringup={r.bringup_exit}"
-                  f"{' tracebacks=' + str(r.tracebacks) if r.tracebacks else ''}{' error: ' + r.error if r.error else ''}",
-                  flush=True)
+                  f"{'clean' if r.clean else 'FAILED'}: {codes} bringup={r.bringup_exit}{extra}", flush=True)
             if not r.clean:
                 print(r.log_tail, flush=True)
     except KeyboardInterrupt:
