@@ -141,7 +141,10 @@ def test_stale_stream_without_a_position_to_hold_brakes_and_lands():
         bridge.send_setpoint(Setpoint.from_velocity([1.0, 0.0, 0.0]))  # the planner's last word
         assert wait_until(lambda: bridge.status().failsafe is FailsafeReason.STREAM_STALE_LAND, 2.0)
         assert wait_until(lambda: peer.snapshot()["mode"] == "AUTO.LAND", 1.0)
-        assert peer.target["position"] is None and peer.target["velocity"] == [0.0, 0.0, 0.0]  # braked
+        # braked: the zero-velocity setpoint goes out on the next stream tick, which can land just
+        # after the LAND command (they leave on different paths), so wait for it
+        assert wait_until(lambda: peer.target["position"] is None and peer.target["velocity"] == [0.0, 0.0, 0.0], 1.0), \
+            peer.target
         assert bridge.status().rx_rejected["invalid_values"] > 0
         assert wait_until(lambda: not peer.snapshot()["armed"], 3.0)
 
