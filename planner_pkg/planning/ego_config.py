@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Optional
 
+from planner_pkg.planning.frontier import UnknownSpaceConfig
 from planner_pkg.planning.grid_map import GridMapConfig
 from planner_pkg.planning.rebound import OptimizerConfig
 from planner_pkg.planning.trajectory import YawConfig
@@ -47,6 +48,19 @@ class EgoConfig:
         one; otherwise the point cloud.
     depth_pixel_stride: fuse every k-th pixel row and column of the depth image.
     map, optimizer, yaw: the parts' configurations.
+    unknown_space: an :class:`~planner_pkg.planning.frontier.UnknownSpaceConfig`: how the
+        planner treats space its camera never observed (:mod:`planner_pkg.planning.frontier`).
+        With ``stop_before_unknown`` (default on, once a depth image has been fused) every new
+        trajectory is re-timed so that from each point the vehicle can brake at
+        ``decel_fraction`` x max_acc_mps2, after ``latency_s``, to rest ``margin_m`` short of the
+        first never-observed or blocked point along its path (EGO counts unknown as free and
+        flies into it at cruise speed); ``start_radius_m`` around the start is exempt (the camera
+        cannot see beside or below itself); ``history_frames`` / ``history_period_s``: the recent
+        depth frames kept to answer "was this point seen free?" where the voxel map's rays leave
+        gaps. A plan that can stop inside observed free space anyway is left exactly as EGO's.
+        From rest, a plan refused for having no observed space to fly into turns the camera
+        toward it (when more than 0.2 rad off; within max_turn_s) rather than flying a detour
+        that another initial guess found.
     """
 
     max_vel_mps: float = 2.0
@@ -76,6 +90,7 @@ class EgoConfig:
     map: GridMapConfig = field(default_factory=GridMapConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     yaw: YawConfig = field(default_factory=YawConfig)
+    unknown_space: UnknownSpaceConfig = field(default_factory=UnknownSpaceConfig)
 
     def __post_init__(self):
         for name in ("max_vel_mps", "max_acc_mps2", "planning_horizon_m", "ctrl_pt_dist_m", "rate_hz",
@@ -102,7 +117,8 @@ class EgoConfig:
             v = getattr(self, name)
             if not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"EgoConfig.{name} must be an int >= 1, got {v!r}")
-        for name, cls in (("map", GridMapConfig), ("optimizer", OptimizerConfig), ("yaw", YawConfig)):
+        for name, cls in (("map", GridMapConfig), ("optimizer", OptimizerConfig), ("yaw", YawConfig),
+                          ("unknown_space", UnknownSpaceConfig)):
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"EgoConfig.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
 
@@ -127,8 +143,8 @@ class EgoConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "EgoConfig":
-        """Build from a plain mapping (e.g. YAML); nested ``map``/``optimizer``/``yaw`` mappings
-        are allowed. Unknown keys raise ValueError naming them."""
+        """Build from a plain mapping (e.g. YAML); nested ``map``/``optimizer``/``yaw``/
+        ``unknown_space`` mappings are allowed. Unknown keys raise ValueError naming them."""
         known = {f.name for f in fields(cls)}
         bad = sorted(set(values) - known)
         if bad:
@@ -136,7 +152,7 @@ class EgoConfig:
         values = dict(values)
         if isinstance(values.get("map"), dict):
             values["map"] = GridMapConfig.from_dict(values["map"])
-        for name, sub in (("optimizer", OptimizerConfig), ("yaw", YawConfig)):
+        for name, sub in (("optimizer", OptimizerConfig), ("yaw", YawConfig), ("unknown_space", UnknownSpaceConfig)):
             if isinstance(values.get(name), dict):
                 sub_known = {f.name for f in fields(sub)}
                 sub_bad = sorted(set(values[name]) - sub_known)

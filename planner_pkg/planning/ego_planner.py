@@ -8,6 +8,10 @@ runs one replan, and the replan state machine (:mod:`planner_pkg.planning.replan
   when the trajectory ahead (its first 2/3, as EGO) becomes blocked in the map;
 - if a replan fails while a collision is less than ``emergency_time_s`` ahead: emergency stop
   (brake along the current velocity), then plan again from rest;
+- stop before never-observed space: every new trajectory is re-timed so the vehicle can stop
+  inside space the camera has seen free (:mod:`planner_pkg.planning.frontier`; on once a depth
+  image has been fused, see ``EgoConfig.unknown_space``); a trajectory that brakes for it is
+  replanned as the vehicle reaches the braking, by when the camera has usually seen farther;
 - goals: a goal above the ceiling / below the floor is moved into the planning band, a goal
   inside an obstacle to the nearest free point within ``goal_search_radius_m`` (or refused);
   each with a message in ``events`` and the log. Long-range goals are approached through local
@@ -34,11 +38,13 @@ from typing import Dict, List, Optional, Union
 import numpy as np
 
 from planner_pkg.planning.ego_config import EgoConfig
+from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory
 from planner_pkg.planning.grid_map import OccupancyGridMap
 from planner_pkg.planning.initial_path import local_target
 from planner_pkg.planning.planner_manager import PlanManager, PlanOutcome
 from planner_pkg.planning.replan_fsm import FsmState, ReplanFSM
 from planner_pkg.planning.trajectory import BrakingTrajectory, BsplineTrajectory
+from planner_pkg.planning.visibility import DepthHistory
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
 
 __all__ = ["EgoConfig", "EgoPlanner", "PlannerStats"]
@@ -46,6 +52,7 @@ __all__ = ["EgoConfig", "EgoPlanner", "PlannerStats"]
 logger = logging.getLogger(__name__)
 
 _MAX_STEPS = 4  # FSM steps per update(): e.g. EXEC_TRAJ -> REPLAN_TRAJ -> EMERGENCY_STOP
+_LOOK_RAD = 0.2  # a plan refused for unobserved space turns the camera toward it when this far off, rad
 
 
 @dataclass
@@ -55,9 +62,13 @@ class PlannerStats:
     replan_ms: List[float] = field(default_factory=list)  # every plan attempt (GEN_NEW + REPLAN)
     replan_ok: List[bool] = field(default_factory=list)
     iterations: List[int] = field(default_factory=list)  # L-BFGS iterations of successful plans
+    # L-BFGS iterations of every optimiser run (each initial guess tried, failed ones too)
+    optimizer_iterations: List[int] = field(default_factory=list)
     fuse_ms: List[float] = field(default_factory=list)  # map update per sensor frame
     emergency_stops: int = 0
     bad_frames: int = 0
+    stop_limited: int = 0  # plans re-timed to stop before never-observed / blocked space
+    cannot_stop: int = 0  # ... of which the start speed needed more room than was known free
     # wall-clock safety nets that fired: optimizer_time, astar_time, retry_time -> count
     safety_net_hits: Dict[str, int] = field(default_factory=dict)
 
@@ -83,7 +94,7 @@ class EgoPlanner:
         self.manager: Optional[PlanManager] = None
         self.goal: Optional[np.ndarray] = None
         self.mission_start: Optional[np.ndarray] = None
-        self.trajectory: Union[BsplineTrajectory, BrakingTrajectory, None] = None
+        self.trajectory: Union[BsplineTrajectory, StopLimitedTrajectory, BrakingTrajectory, None] = None
         self.stats = PlannerStats()
         self.events: List[str] = []
         self._last_frame: Optional[SensorFrame] = None
@@ -95,6 +106,12 @@ class EgoPlanner:
         self._collision_time: Optional[float] = None  # absolute time of the blocked point ahead
         self._rng = np.random.default_rng(config.seed)
         self._turn_since = -math.inf  # when a turn-on-the-spot before a new plan began, s
+        self._unobserved: Optional[BsplineTrajectory] = None  # the last plan refused for unobserved space
+        u = config.unknown_space
+        self._stop_limit = StopLimit.from_config(u, config.max_acc_mps2, config.map.inflation_m,
+                                                 config.map.resolution_m) if u.stop_before_unknown else None
+        self._history = DepthHistory(u.history_frames, u.history_period_s, config.map.resolution_m)
+        self._cloud_only_reported = False
 
     # -- protocol --------------------------------------------------------------------------------
     def reset(self, start, goal) -> None:
@@ -105,7 +122,11 @@ class EgoPlanner:
             raise ValueError(f"EgoPlanner.reset: start and goal must be finite (3,) positions, got {start}, {goal}")
         c = self.config
         self.map = OccupancyGridMap(c.map, center=start)
-        self.manager = PlanManager(self.map, self._optimizer_config, c.knot_dt_s, c.yaw)
+        # the stop-before-unknown limit is switched on by the first fused depth image (a cloud
+        # cannot tell free from never-observed space)
+        self._history.clear()
+        self._cloud_only_reported = False
+        self.manager = PlanManager(self.map, self._optimizer_config, c.knot_dt_s, c.yaw, history=self._history)
         self.stats = PlannerStats()
         self.events = []
         self.trajectory = None
@@ -162,8 +183,17 @@ class EgoPlanner:
             if self.config.use_depth and frame.depth is not None and frame.intrinsics is not None:
                 self.map.insert_depth(frame.depth, frame.intrinsics, frame.camera_position, frame.camera_orientation,
                                       self.config.depth_pixel_stride)
+                if self._stop_limit is not None:
+                    self._history.add(frame.t, frame.depth, frame.intrinsics, frame.camera_position,
+                                      frame.camera_orientation)
+                    self.manager.stop_limit = self._stop_limit
             elif frame.points is not None:
                 self.map.insert_point_cloud(frame.camera_position, frame.points)
+                if self._stop_limit is not None and self.manager.stop_limit is None and not self._cloud_only_reported:
+                    self._cloud_only_reported = True
+                    self._event(frame.t, "sensor frames carry no depth image: a point cloud cannot tell free from "
+                                         "never-observed space, so the stop-before-unknown speed limit is off and unknown "
+                                         "space counts as free (EGO's behaviour); feed depth images to enable it")
         except ValueError as exc:
             # a bad frame (non-finite pose, wrong image shape) is skipped, not fatal
             self.stats.bad_frames += 1
@@ -228,7 +258,7 @@ class EgoPlanner:
         if use_reference and traj is not None:
             p, v, a = traj.state(t)
             if np.linalg.norm(p - state.position) <= self.config.max_tracking_error_m:
-                yaw = traj.yaw_at(t)[0] if isinstance(traj, BsplineTrajectory) else state.yaw
+                yaw = traj.yaw_at(t)[0] if isinstance(traj, (BsplineTrajectory, StopLimitedTrajectory)) else state.yaw
                 return p, v, a, yaw
         return state.position.copy(), state.velocity.copy(), np.zeros(3), state.yaw
 
@@ -241,7 +271,7 @@ class EgoPlanner:
         if target is None:
             self._failures += 1
             return PlanOutcome(None, msg)
-        previous = self.trajectory if (reuse and isinstance(self.trajectory, BsplineTrajectory)) else None
+        previous = self._reusable(state.t) if reuse else None
         t0 = time.perf_counter()
         # initial guesses in order (each leads the optimiser into its own local minimum): the
         # current trajectory extended (replans; keeps the chosen side of each obstacle), an A*
@@ -260,6 +290,7 @@ class EgoPlanner:
             attempts = attempts[:2] if self._collision_time is not None else attempts[:1]
         out = None
         hits: Dict[str, int] = {}
+        self._unobserved = None
         for k, kw in enumerate(attempts):
             if k > 0 and time.perf_counter() - t0 > self.config.retry_budget_s * scale:
                 hits["retry_time"] = 1  # guesses left untried for lack of wall time
@@ -267,6 +298,10 @@ class EgoPlanner:
             out = self.manager.plan(p, v, a, target, tvel, state.t, yaw, time_scale=scale, **kw)
             for name, n in out.safety_net_hits().items():
                 hits[name] = hits.get(name, 0) + n
+            if out.optimize is not None:
+                self.stats.optimizer_iterations.append(out.optimize.iterations)
+            if out.unobserved is not None and self._unobserved is None:
+                self._unobserved = out.unobserved
             if out.success:
                 break
         out.time_s = time.perf_counter() - t0
@@ -274,6 +309,8 @@ class EgoPlanner:
             self._safety_nets(state.t, hits, out.success)
         self.stats.replan_ms.append(1e3 * out.time_s)
         self.stats.replan_ok.append(out.success)
+        if out.frontier is not None and out.frontier.limited:
+            self._stop_limited(state.t, out)
         if out.success:
             self.stats.iterations.append(out.optimize.iterations if out.optimize else 0)
             self.trajectory = out.trajectory
@@ -284,6 +321,24 @@ class EgoPlanner:
         else:
             self._failures += 1
         return out
+
+    def _reusable(self, t: float):
+        """The current trajectory as a replan's initial guess (None: nothing to reuse). A
+        stop-limited one is its planned base while the vehicle has not reached the braking yet:
+        the guess then keeps the plan's speed instead of a stop the new plan may not need."""
+        traj = self.trajectory
+        if isinstance(traj, StopLimitedTrajectory):
+            return traj.base if t < traj.t_warp else traj
+        return traj if isinstance(traj, BsplineTrajectory) else None
+
+    def _stop_limited(self, t: float, out: PlanOutcome) -> None:
+        """Count a plan re-timed (or refused) for never-observed space; report the first few."""
+        self.stats.stop_limited += 1
+        if out.frontier.cannot_stop:
+            self.stats.cannot_stop += 1
+            if self.stats.cannot_stop <= 3 or self.stats.cannot_stop % 50 == 0:
+                self._event(t, f"too fast for the observed free space ahead ({self.stats.cannot_stop} plans so far): "
+                               f"the plan {out.frontier.describe()}")
 
     def _via_points(self, p: np.ndarray, target: np.ndarray) -> list:
         """Two waypoints beside the midpoint of p -> target, one per side, in random order at a
@@ -305,27 +360,35 @@ class EgoPlanner:
             self.fsm.transition(FsmState.WAIT_TARGET, "already at the goal", t)
             return True, Setpoint.hold(self.goal, state.yaw)
         out = self._plan(state, reuse=False)
+        # the plan to look along before flying: one refused because the camera has not seen the
+        # space it leads into (turning shows it; preferred to a detour another guess found), or
+        # else the new one
+        refused = self._unobserved
+        look = refused if refused is not None else getattr(out.trajectory, "base", out.trajectory)
+        if look is not None and state.speed < self.config.turn_first_speed_mps:
+            heading = self._initial_heading(look)
+            threshold = _LOOK_RAD if refused is not None else self.config.turn_first_rad
+            error = abs(math.remainder(heading - state.yaw, 2.0 * math.pi)) if heading is not None else 0.0
+            turning_s = 0.0 if self._turn_since == -math.inf else t - self._turn_since
+            if error > threshold and turning_s < self.config.max_turn_s:
+                # the camera looks the other way: flying off sideways would discover obstacles
+                # too late (and into never-observed space the plan stops at once). Turn on the
+                # spot first, then plan again with what the camera sees.
+                if self._turn_since == -math.inf:
+                    self._turn_since = t
+                if not out.success:
+                    self._failures = 0  # looking is progress; max_turn_s bounds it
+                self.trajectory = None
+                self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"turning to the new heading first "
+                                    f"({math.degrees(error):.0f} deg off)", t)
+                return True, Setpoint.hold(state.position, heading)
         if out.success:
-            heading = self._initial_heading(out.trajectory)
-            if heading is not None and state.speed < self.config.turn_first_speed_mps:
-                error = abs(math.remainder(heading - state.yaw, 2.0 * math.pi))
-                turning_s = 0.0 if self._turn_since == -math.inf else t - self._turn_since
-                if error > self.config.turn_first_rad and turning_s < self.config.max_turn_s:
-                    # the camera looks the other way: unknown space counts as free, so flying off
-                    # sideways would discover obstacles too late. Turn on the spot first, then
-                    # plan again with what the camera sees.
-                    if self._turn_since == -math.inf:
-                        self._turn_since = t
-                    self.trajectory = None
-                    self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"turning to the new heading first "
-                                        f"({math.degrees(error):.0f} deg off)", t)
-                    return True, Setpoint.hold(state.position, heading)
             self._turn_since = -math.inf
             self.fsm.transition(FsmState.EXEC_TRAJ, "new trajectory: " + out.message, t)
             return True, self.trajectory
         return self._failed(state, out.message, hold=self.trajectory is None)
 
-    def _initial_heading(self, trajectory: BsplineTrajectory) -> Optional[float]:
+    def _initial_heading(self, trajectory) -> Optional[float]:
         """Heading, rad, from the trajectory's start to where it is 1 m of travel later (None if
         it never gets 0.3 m away horizontally)."""
         ts = np.linspace(trajectory.t_start, trajectory.t_end, 40)
@@ -362,11 +425,12 @@ class EgoPlanner:
         if self._target_is_goal and t >= traj.t_end and to_goal <= c.reached_tolerance_m:
             self.fsm.transition(FsmState.WAIT_TARGET, f"goal reached ({to_goal:.2f} m)", t)
             return True, None
-        if isinstance(traj, BsplineTrajectory):
+        if isinstance(traj, (BsplineTrajectory, StopLimitedTrajectory)):
             # EGO checks the first 2/3 of the trajectory: the rest is re-planned before it is flown
-            # (and at least the next safety_horizon_s: after failed replans the tail is flown too)
-            horizon = max(traj.duration * self._optimizer_config.check_fraction - (t - traj.t_start),
-                          c.safety_horizon_s)
+            # (and at least the next safety_horizon_s: after failed replans the tail is flown too).
+            # A stop-limited trajectory is checked to its stop: that is what it commits to.
+            fraction = 1.0 if isinstance(traj, StopLimitedTrajectory) else self._optimizer_config.check_fraction
+            horizon = max(traj.duration * fraction - (t - traj.t_start), c.safety_horizon_s)
             hit = self.manager.trajectory_collision_time(traj, t, horizon, self._optimizer_config.check_step_m)
         else:
             hit = None
@@ -375,6 +439,10 @@ class EgoPlanner:
             self.fsm.transition(FsmState.REPLAN_TRAJ, f"trajectory blocked {hit - t:.2f} s ahead", t)
             return False, None
         self._collision_time = None
+        if isinstance(traj, StopLimitedTrajectory) and traj.t_warp - 1.0 / self.rate_hz <= t < traj.t_end:
+            # braking for space the camera had not seen when it was planned: it may have by now
+            self.fsm.transition(FsmState.REPLAN_TRAJ, "reaching the stop before unobserved space", t)
+            return False, None
         near_end = self._target_is_goal and traj.t_end - t < 1.0
         if not near_end:
             if t - self._plan_time >= c.replan_period_s:

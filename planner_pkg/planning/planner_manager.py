@@ -1,16 +1,19 @@
 """One replan, end to end (EGO's ``planner_manager::reboundReplan``): initial guess -> rebound
-optimisation -> refine -> trajectory. Also the goal / local-target checks against the map."""
+optimisation -> refine -> trajectory -> (with a ``stop_limit``) re-timed to stop before
+never-observed space (:mod:`planner_pkg.planning.frontier`). Also the goal / local-target checks
+against the map."""
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import numpy as np
 
 from planner_pkg.planning.collision_pairs import curve_collision_time
 from planner_pkg.planning.astar import AStarStatus, astar_search
+from planner_pkg.planning.frontier import FrontierReport, StopLimit, StopLimitedTrajectory, limit_to_known_space
 from planner_pkg.planning.initial_path import guided_spline, initial_spline, shortcut
 from planner_pkg.planning.rebound import OptimizerConfig, ReboundOptimizer, ReboundResult
 from planner_pkg.planning.trajectory import BsplineTrajectory, YawConfig
@@ -27,14 +30,19 @@ class PlanOutcome:
     time_s: wall time of the whole replan, s.
     guide_time_limited: the A* search for the guided initial guess was stopped by its wall-clock
         safety net (``astar.max_time_s``), not by its node budget.
+    frontier: what the stop-before-unknown check found (None when it did not run).
+    unobserved: a plan refused because it had no observed free space to fly into (its heading
+        says where the camera should look); None otherwise.
     """
 
-    trajectory: Optional[BsplineTrajectory]
+    trajectory: Union[BsplineTrajectory, StopLimitedTrajectory, None]
     message: str
     optimize: Optional[ReboundResult] = None
     refine: Optional[ReboundResult] = None
     time_s: float = 0.0
     guide_time_limited: bool = False
+    frontier: Optional[FrontierReport] = None
+    unobserved: Optional[BsplineTrajectory] = None
 
     @property
     def success(self) -> bool:
@@ -57,15 +65,22 @@ class PlanManager:
     """Plans on ``grid_map`` with the rebound optimiser.
 
     knot_dt: knot interval of new splines, s (EGO: ctrl_pt_dist / max_vel).
+    stop_limit: when set, every new trajectory is re-timed to stop before never-observed or
+        blocked space (see :func:`limit_to_known_space`); ``history``: the recent depth frames
+        (a :class:`~planner_pkg.planning.visibility.DepthHistory`) that check uses. Both may be
+        changed between plans.
     """
 
-    def __init__(self, grid_map, optimizer: OptimizerConfig, knot_dt: float, yaw: YawConfig = YawConfig()):
+    def __init__(self, grid_map, optimizer: OptimizerConfig, knot_dt: float, yaw: YawConfig = YawConfig(),
+                 stop_limit: Optional[StopLimit] = None, history=None):
         if not (math.isfinite(knot_dt) and knot_dt > 0):
             raise ValueError(f"knot interval must be positive, got {knot_dt!r} s")
         self.map = grid_map
         self.optimizer = ReboundOptimizer(grid_map, optimizer)
         self.knot_dt = float(knot_dt)
         self.yaw = yaw
+        self.stop_limit = stop_limit
+        self.history = history
 
     @property
     def config(self) -> OptimizerConfig:
@@ -112,7 +127,15 @@ class PlanManager:
         traj = BsplineTrajectory(spline, t_now, start_yaw, self.yaw)
         msg = (f"{opt.iterations} L-BFGS iterations, {opt.rebounds} rebounds, {opt.pairs} pairs; refine: "
                f"{ref.message}")
-        return PlanOutcome(traj, msg, opt, ref, time.perf_counter() - t0)
+        frontier = None
+        if self.stop_limit is not None:
+            traj, frontier = limit_to_known_space(traj, self.map, self.stop_limit, self.history)
+            if frontier.limited:
+                if frontier.stop_m < self.map.res:
+                    return PlanOutcome(None, f"no observed free space to fly into: the plan {frontier.describe()}",
+                                       opt, ref, time.perf_counter() - t0, frontier=frontier, unobserved=traj.base)
+                msg += "; " + frontier.describe()
+        return PlanOutcome(traj, msg, opt, ref, time.perf_counter() - t0, frontier=frontier)
 
     # -- targets ----------------------------------------------------------------------------------
     def free_point(self, point, search_radius_m: float) -> Tuple[Optional[np.ndarray], str]:
@@ -132,10 +155,12 @@ class PlanManager:
         return free, (f"{np.round(p, 2).tolist()} m is inside an (inflated) obstacle; moved to the nearest free "
                       f"point {np.round(free, 2).tolist()} m")
 
-    def trajectory_collision_time(self, trajectory: BsplineTrajectory, t_now: float, horizon_s: float,
-                                  step_m: float) -> Optional[float]:
+    def trajectory_collision_time(self, trajectory: Union[BsplineTrajectory, StopLimitedTrajectory], t_now: float,
+                                  horizon_s: float, step_m: float) -> Optional[float]:
         """Absolute time of the first blocked point on ``trajectory`` within ``[t_now, t_now +
         horizon_s]``, ignoring a blocked stretch the vehicle is already in; None if clear."""
+        if isinstance(trajectory, StopLimitedTrajectory):
+            return trajectory.collision_time(self.map, t_now, horizon_s, step_m)
         spline = trajectory.spline
         tau0 = max(t_now - trajectory.t_start, 0.0)
         hit = curve_collision_time(self.map, spline, tau0, tau0 + horizon_s, step_m, skip_leading_blocked=True)

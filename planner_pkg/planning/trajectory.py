@@ -20,7 +20,7 @@ import numpy as np
 from planner_pkg.planning.bspline import UniformBSpline, basis_matrix
 from planner_pkg.types import Setpoint
 
-__all__ = ["YawConfig", "BsplineTrajectory", "BrakingTrajectory", "wrap_angle"]
+__all__ = ["YawConfig", "HeadingProfile", "BsplineTrajectory", "BrakingTrajectory", "wrap_angle"]
 
 
 def wrap_angle(a: float) -> float:
@@ -73,6 +73,33 @@ def _yaw_profile(positions: np.ndarray, start_yaw: float, cfg: YawConfig, lookah
     return yaw
 
 
+class HeadingProfile:
+    """The rate-limited heading of a trajectory, integrated once on a ``yaw_dt_s`` grid.
+
+    positions: ``(T,) s -> (T, 3) m``, the trajectory's positions at times since its start
+    (vectorised); duration: s; start_yaw: rad (NaN = 0).
+    """
+
+    def __init__(self, positions, duration: float, start_yaw: float, cfg: YawConfig):
+        self.config = cfg
+        self.duration = float(duration)
+        n = max(2, int(math.ceil(self.duration / cfg.yaw_dt_s)) + 1)
+        self._t = np.arange(n) * cfg.yaw_dt_s
+        lookahead = max(1, int(round(cfg.yaw_lookahead_s / cfg.yaw_dt_s)))
+        self._yaw = _yaw_profile(positions(self._t), start_yaw, cfg, lookahead)
+        self._rate = np.gradient(self._yaw, cfg.yaw_dt_s)
+        self.end_yaw = wrap_angle(float(self._yaw[-1]))
+
+    def at(self, tau: float):
+        """(yaw rad in (-pi, pi], yaw rate rad/s) at ``tau`` s since the start (held outside)."""
+        tau_c = min(max(tau, 0.0), float(self._t[-1]))
+        i = min(int(tau_c / self.config.yaw_dt_s), self._yaw.shape[0] - 2)
+        f = tau_c / self.config.yaw_dt_s - i
+        y = (1.0 - f) * self._yaw[i] + f * self._yaw[i + 1]
+        rate = 0.0 if tau > self.duration else float(self._rate[i])
+        return wrap_angle(float(y)), rate
+
+
 class BsplineTrajectory:
     """A cubic :class:`UniformBSpline` flown from absolute time ``t_start`` (s).
 
@@ -97,15 +124,10 @@ class BsplineTrajectory:
         # (S, 4, 3) power-basis coefficients of each segment: p(s) = c0 + c1 s + c2 s^2 + c3 s^3
         self._coef = np.einsum("ij,sjd->sid", basis_matrix(3), q[idx])
         self._end = spline.evaluate(self.duration)
-        # yaw profile
         self.yaw_config = yaw
-        n = max(2, int(math.ceil(self.duration / yaw.yaw_dt_s)) + 1)
-        self._yaw_t = np.arange(n) * yaw.yaw_dt_s
-        pos = spline.evaluate(np.minimum(self._yaw_t, self.duration))
-        lookahead = max(1, int(round(yaw.yaw_lookahead_s / yaw.yaw_dt_s)))
-        self._yaw = _yaw_profile(pos, start_yaw, yaw, lookahead)
-        self._yaw_rate = np.gradient(self._yaw, yaw.yaw_dt_s) if n > 1 else np.zeros(n)
-        self.end_yaw = wrap_angle(float(self._yaw[-1]))
+        self.heading = HeadingProfile(lambda tau: spline.evaluate(np.minimum(tau, self.duration)), self.duration,
+                                      start_yaw, yaw)
+        self.end_yaw = self.heading.end_yaw
 
     @property
     def t_end(self) -> float:
@@ -129,12 +151,7 @@ class BsplineTrajectory:
 
     def yaw_at(self, t: float):
         """(yaw rad in (-pi, pi], yaw rate rad/s) at absolute time ``t``."""
-        tau = min(max(float(t) - self.t_start, 0.0), float(self._yaw_t[-1]))
-        i = min(int(tau / self.yaw_config.yaw_dt_s), self._yaw.shape[0] - 2)
-        f = tau / self.yaw_config.yaw_dt_s - i
-        y = (1.0 - f) * self._yaw[i] + f * self._yaw[i + 1]
-        rate = 0.0 if float(t) - self.t_start > self.duration else float(self._yaw_rate[i])
-        return wrap_angle(float(y)), rate
+        return self.heading.at(float(t) - self.t_start)
 
     def sample(self, t: float) -> Setpoint:
         """Reference at absolute time ``t`` s (TrajectoryLike)."""

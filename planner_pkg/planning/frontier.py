@@ -1,0 +1,415 @@
+"""Stop before never-observed space: the committed trajectory is re-timed so the vehicle can always
+stop inside space its sensors have seen to be free.
+
+EGO-Planner plans through unknown space as if it were free and counts on seeing an obstacle in
+time. Beyond the camera's range, outside its field of view and in the shadow behind an obstacle
+that is a bet on the next frames; a wall just past the range at take-off is met at full speed.
+Fast-Planner / RAPTOR-style planners keep the committed trajectory in known free space instead.
+Here the optimiser is left alone (unknown space stays free for it, so it still plans long and
+smooth paths); the *timing* of its result is limited afterwards:
+
+1. The path is sampled every ``step_m``. A path that ends moving (at its local target, at
+   cruise speed; after the end the vehicle brakes along that line) is continued straight on
+   along its end velocity for as far as a stop from its top speed ``v_top`` needs
+   (``v_top^2 / (2 a_b) + v_top t_l + margin``); a path that ends at rest (the goal) is its own
+   stop and is continued by the margin only.
+2. ``s_f`` is the arc length of the last sample before the first one that is not *known free*:
+   blocked in the map (inflated obstacle, floor, ceiling), or never observed at the sample or at
+   one of six probes ``inflation_m`` away along the axes (the vehicle's body). Observed means:
+   a voxel some ray passed through, or a point a recent depth frame saw as free
+   (:class:`~planner_pkg.planning.visibility.DepthHistory`: the rays of a small image leave
+   gaps). Two exemptions: never-observed space within ``start_radius_m`` of the start (the
+   vehicle is there; its camera cannot see beside or below itself) and a blocked stretch
+   the path starts in (a start inside an inflated obstacle: that stretch is the way out).
+3. The vehicle must be able to stop short of ``s_f`` from every point, braking at ``a_b`` after
+   a latency ``t_l``, with a margin: ``v t_l + v^2 / (2 a_b) + margin <= s_f - s``. The speed
+   profile ``min(v_plan(s), sqrt(2 a_b (s_stop - s)))`` with
+   ``s_stop = s_f - margin - v_top t_l`` (``v_top`` the plan's top speed) satisfies it and is
+   itself a braking curve: the trajectory follows its path at the planned speed until the cap
+   binds, brakes at ``a_b`` and ends at rest at ``s_stop``. Where the start speed cannot stop
+   that early (``v0^2 / (2 a_b) > s_stop``) it brakes at the full ``max_acc`` instead, stops as
+   soon as that allows, and says so.
+
+When everything checked in 1. is known free the cap cannot bind (``s_stop - s >= v_top^2 /
+(2 a_b)`` on the whole path) and the trajectory is returned unchanged, the same object: in
+observed free space the plan is EGO's, to the bit. Otherwise, where the cap binds,
+:class:`StopLimitedTrajectory` keeps the path exactly (no refit: the collision-checked curve is
+the one flown) and replaces the timing after ``t_warp``, before which it is identical to the
+plan; a path ending at rest is never stopped beyond its end.
+
+A map fed only point clouds cannot tell free space from never-observed space (a cloud has no
+rays to nothing); :class:`~planner_pkg.planning.ego_planner.EgoPlanner` applies the cap only once
+it has fused a depth image, whose no-return pixels clear space out to the camera's range.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import numpy as np
+
+from planner_pkg.config_schema import Schema, setting
+from planner_pkg.planning.collision_pairs import curve_collision_time
+from planner_pkg.planning.trajectory import BsplineTrajectory, HeadingProfile
+from planner_pkg.types import Setpoint
+
+__all__ = ["UnknownSpaceConfig", "StopLimit", "FrontierReport", "StopLimitedTrajectory", "limit_to_known_space"]
+
+_SCHEMA = Schema(sep=" ")
+_SPEED_TOL = 1e-9  # m/s: the plan's speed may touch the cap
+_REST_MPS = 1e-3  # m/s: a plan ending slower than this ends at rest (the goal)
+
+
+@dataclass(frozen=True)
+class UnknownSpaceConfig:
+    """How the EGO planner treats space its sensors never observed (see :mod:`.frontier`)."""
+
+    stop_before_unknown: bool = setting(True, description=(
+        "re-time the committed trajectory so the vehicle can always stop before never-observed or blocked "
+        "space (needs depth images; with point clouds only the map cannot tell free from unobserved and the "
+        "planner flies with unknown = free, EGO's behaviour, and says so)"))
+    decel_fraction: float = setting(0.7, range=(0.0, 1.0), low_open=True, description=(
+        "the planned braking before unknown space uses this fraction of max_acc_mps2 (the rest is left for "
+        "tracking and turning)"))
+    margin_m: float = setting(0.3, range=(0.0, 10.0), description=(
+        "the planned stop is this far short of the first unobserved or blocked point, m"))
+    latency_s: float = setting(0.15, range=(0.0, 2.0), description=(
+        "time from a new depth frame to the vehicle following a new plan (frame period, planner tick, "
+        "tracking lag); the stop moves top speed x this closer, s"))
+    start_radius_m: float = setting(0.5, range=(0.0, 5.0), description=(
+        "never-observed space this close to the plan's start counts as free (the vehicle is there; its "
+        "camera cannot see beside or below itself), m"))
+    history_frames: int = setting(12, range=(1, 100), description=(
+        "recent depth frames kept to answer 'was this point seen free?' where the voxel map's rays leave gaps"))
+    history_period_s: float = setting(0.25, range=(0.0, 10.0), description=(
+        "older kept depth frames are at least this far apart, s (the newest is always kept)"))
+
+    def __post_init__(self):
+        _SCHEMA.validate(self, "EgoConfig.unknown_space.")
+
+
+@dataclass(frozen=True)
+class StopLimit:
+    """The resolved parameters of one planner (config x vehicle limits x map)."""
+
+    decel_mps2: float
+    max_decel_mps2: float  # when the start speed cannot stop in time at decel_mps2
+    margin_m: float
+    latency_s: float
+    start_radius_m: float
+    probe_m: float  # the vehicle's half-width: the map's inflation, m
+    step_m: float  # sampling step along the path, m
+
+    @classmethod
+    def from_config(cls, config: UnknownSpaceConfig, max_acc_mps2: float, inflation_m: float,
+                    step_m: float) -> "StopLimit":
+        return cls(config.decel_fraction * max_acc_mps2, max_acc_mps2, config.margin_m, config.latency_s,
+                   config.start_radius_m, inflation_m, step_m)
+
+
+@dataclass(frozen=True)
+class FrontierReport:
+    """What :func:`limit_to_known_space` found.
+
+    known_free_m: known free distance along the path (and its straight continuation) from the
+        start, m; the whole checked length when nothing unknown or blocked was met.
+    cause: "unknown", "blocked" or "" (nothing met).
+    limited: the timing was changed; stop_m: arc length of the planned stop, m (None if not limited).
+    cannot_stop: the start speed needs more room than the known free space leaves.
+    """
+
+    known_free_m: float
+    cause: str
+    limited: bool
+    stop_m: Optional[float] = None
+    cannot_stop: bool = False
+
+    def describe(self) -> str:
+        if not self.limited:
+            return ""
+        what = "never-observed space" if self.cause == "unknown" else "a blocked voxel" if self.cause else "the checked end"
+        text = f"stops {self.stop_m:.2f} m along the path, before {what} {self.known_free_m:.2f} m ahead"
+        return text + (" (the start speed needs more room: braking at the full acceleration limit)"
+                       if self.cannot_stop else "")
+
+
+_PROBES = np.array([[0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]], dtype=np.float64)
+
+
+def _known_free(grid_map, history, points: np.ndarray, start: np.ndarray, limit: StopLimit,
+                n_path: int) -> Tuple[int, str]:
+    """(index of the first sample of ``points`` (M, 3) that is not known free, or M; its cause)."""
+    m = points.shape[0]
+    probes = (points[:, None, :] + limit.probe_m * _PROBES[None]).reshape(-1, 3)
+    d2 = ((probes - start) ** 2).sum(axis=1)
+    known = grid_map.is_known(probes) | (d2 <= limit.start_radius_m ** 2)
+    if history is not None and not known.all():
+        # the voxel map misses the voxels between diverging rays; the frames themselves do not
+        todo = np.nonzero(~known)[0]
+        known[todo] = history.observed_free(probes[todo])
+    known = known.reshape(m, _PROBES.shape[0]).all(axis=1)
+    blocked = grid_map.is_blocked(points)
+    if blocked[0]:
+        # the start is inside an inflated obstacle: the leading blocked stretch is the way out
+        free = np.nonzero(~blocked[:n_path])[0]
+        blocked[: free[0] if free.shape[0] else n_path] = False
+    bad = ~known | blocked
+    if not bad.any():
+        return m, ""
+    i = int(np.argmax(bad))
+    return i, "blocked" if blocked[i] else "unknown"
+
+
+def limit_to_known_space(trajectory: BsplineTrajectory, grid_map, limit: StopLimit, history=None):
+    """``(trajectory or a StopLimitedTrajectory, FrontierReport)``: ``trajectory`` itself when it
+    can stop inside known free space from every point (see the module docstring).
+
+    history: a :class:`~planner_pkg.planning.visibility.DepthHistory` (or None): space its frames
+    saw free counts as known even where the voxel map's rays left gaps."""
+    spline = trajectory.spline
+    duration = spline.duration
+    a_b = limit.decel_mps2
+    step = limit.step_m
+    vbound = max(spline.max_derivative_norm(1), 1e-3)
+    n = int(min(max(math.ceil(duration * vbound / step) + 1, 20), 4000))
+    tau = np.linspace(0.0, duration, n)
+    pts = spline.evaluate(tau)
+    d1 = spline.derivative().evaluate(tau)
+    speed = np.sqrt((d1 * d1).sum(axis=1))
+    s = np.concatenate([[0.0], np.cumsum(np.sqrt((np.diff(pts, axis=0) ** 2).sum(axis=1)))])
+    length = float(s[-1])
+    v_top = float(speed.max())
+    v0, v_end = float(speed[0]), float(speed[-1])
+    # the straight continuation past the path's end. A plan that ends moving (at its local
+    # target, at cruise speed) is continued along its end velocity for a stop from its *top*
+    # speed, the latency and the margin: when all of that is known free, the cap
+    # sqrt(2 a_b (s_stop - s)) >= v_top everywhere on the path and cannot bind, so the plan is
+    # returned unchanged. A plan that ends at rest (the final approach to the goal) is its own
+    # stop: it needs only the margin beyond its end.
+    rest_end = v_end <= _REST_MPS
+    chord = pts[-1] - pts[-2]
+    c = float(np.sqrt(chord @ chord))
+    direction = d1[-1] / v_end if v_end > 1e-6 else chord / c if c > 1e-9 else np.zeros(3)
+    if rest_end:
+        ext_len = limit.margin_m + step
+    else:
+        ext_len = v_top * v_top / (2.0 * a_b) + v_top * limit.latency_s + limit.margin_m + step
+    k_ext = int(math.ceil(ext_len / step)) if direction.any() else 0
+    s_ext = length + step * np.arange(1, k_ext + 1)
+    all_pts = np.vstack([pts, pts[-1] + (s_ext - length)[:, None] * direction]) if k_ext else pts
+    all_s = np.concatenate([s, s_ext])
+    first_bad, cause = _known_free(grid_map, history, all_pts, pts[0], limit, n)
+    if first_bad == all_pts.shape[0]:
+        # known free (or exempt) to a full stop from every point: unchanged, the same object
+        return trajectory, FrontierReport(float(all_s[-1]), "", False)
+    known_free = float(all_s[first_bad - 1]) if first_bad > 0 else 0.0
+    s_stop = known_free - limit.margin_m - v_top * limit.latency_s
+    if rest_end:
+        s_stop = min(s_stop, length)  # never past a rest end (the continuation has no speed)
+    brake = v0 * v0 / (2.0 * a_b)
+    s_stop = max(s_stop, 0.0)
+    cannot_stop = brake > s_stop + 1e-9
+    if cannot_stop:
+        # already too fast for the room the plan was allowed: brake at the full limit instead
+        a_b = max(limit.max_decel_mps2, a_b)
+        s_stop = max(s_stop, v0 * v0 / (2.0 * a_b))
+    cap = np.sqrt(2.0 * a_b * np.maximum(s_stop - s, 0.0))
+    over = speed > cap + _SPEED_TOL
+    if not over.any():
+        return trajectory, FrontierReport(known_free, cause, False)
+    report = FrontierReport(known_free, cause, True, s_stop, cannot_stop)
+    return StopLimitedTrajectory(trajectory, tau, s, speed, direction, s_stop, a_b, int(np.argmax(over)), step), report
+
+
+class StopLimitedTrajectory:
+    """The path of ``base`` (a :class:`BsplineTrajectory`) with a speed profile capped by a braking
+    curve that ends at rest ``s_stop`` m along the path (beyond the path's end: on its straight
+    continuation along ``direction``).
+
+    Up to ``t_warp`` (absolute, s) it is ``base`` itself; after it, speed and arc length follow the
+    profile ``min(base speed, sqrt(2 decel (s_stop - s)))`` with constant tangential acceleration
+    between the samples ``s`` (K,) m of the base at its times ``tau`` (K,) s (and every
+    ``step_m`` on the continuation). Position, velocity
+    and acceleration are the base path's at the arc length reached (the tangent, and the normal
+    acceleration ``v^2 kappa``), so the curve is exactly the planned one.
+    """
+
+    def __init__(self, base: BsplineTrajectory, tau: np.ndarray, s: np.ndarray, speed: np.ndarray,
+                 direction: np.ndarray, s_stop: float, decel_mps2: float, first_over: int, step_m: float):
+        self.base = base
+        self.spline = base.spline  # the path's geometry (markers); its time is the base's
+        self.t_start = base.t_start
+        self.yaw_config = base.yaw_config
+        self.s_stop = float(s_stop)
+        self.decel = float(decel_mps2)
+        self._tau_table, self._s_table = tau, s
+        # Hermite slopes dtau/ds: exact where the path moves, clipped to 3x the neighbouring
+        # secants (keeps tau(s) monotone; at a standstill, e.g. a start from rest, the secant)
+        ds_tab, dtau_tab = np.diff(s), np.diff(tau)
+        secant = np.where(ds_tab > 1e-12, dtau_tab / np.maximum(ds_tab, 1e-12), 0.0)
+        lim = 3.0 * np.minimum(np.concatenate([secant[:1], secant]), np.concatenate([secant, secant[-1:]]))
+        exact = np.where(speed > 1e-6, 1.0 / np.maximum(speed, 1e-6), np.inf)
+        self._dtau_ds = np.minimum(exact, lim)
+        self._length = float(s[-1])
+        self._direction = np.asarray(direction, dtype=np.float64)
+        self._end_point = base.spline.evaluate(base.spline.duration)
+        j0 = max(first_over - 1, 0)
+        cap = np.sqrt(2.0 * self.decel * np.maximum(self.s_stop - s, 0.0))
+        prof_s, prof_v = list(s[j0:]), list(np.minimum(speed[j0:], cap[j0:]))
+        prof_v[0] = float(speed[j0])  # continuity with the base at t_warp
+        v_end = float(speed[-1])
+        if self.s_stop > self._length:
+            # brake on along the straight continuation (checked known free) to the stop
+            k = int(math.ceil((self.s_stop - self._length) / step_m))
+            for x in self._length + (self.s_stop - self._length) * np.arange(1, k + 1) / k:
+                prof_s.append(float(x))
+                prof_v.append(min(v_end, math.sqrt(2.0 * self.decel * max(self.s_stop - x, 0.0))))
+        ps, pv = np.asarray(prof_s), np.asarray(prof_v)
+        keep = ps < self.s_stop - 1e-9
+        keep[0] = True
+        ps, pv = ps[keep], pv[keep]
+        if self.s_stop > ps[0] + 1e-9:
+            ps, pv = np.append(ps, self.s_stop), np.append(pv, 0.0)
+        ds = np.diff(ps)
+        vsum = pv[1:] + pv[:-1]
+        dt = np.where(vsum > 1e-12, 2.0 * ds / np.maximum(vsum, 1e-12), 0.0)
+        self._acc = np.where(ds > 0, (pv[1:] ** 2 - pv[:-1] ** 2) / (2.0 * np.maximum(ds, 1e-12)), 0.0)
+        self.t_warp = self.t_start + float(tau[j0])
+        self._t = self.t_warp + np.concatenate([[0.0], np.cumsum(dt)])
+        self._s, self._v = ps, pv
+        self.duration = float(self._t[-1] - self.t_start)
+        self.stop_position = self._point(np.array([self.s_stop]))[0]
+        self.heading = HeadingProfile(lambda x: self.positions(self.t_start + x), self.duration, base.heading.at(0.0)[0],
+                                      self.yaw_config)
+        self.end_yaw = self.heading.end_yaw
+
+    @property
+    def t_end(self) -> float:
+        return self.t_start + self.duration
+
+    # -- arc length <-> time ---------------------------------------------------------------------
+    def _tau_of(self, s: np.ndarray) -> np.ndarray:
+        """The base's spline time (T,) s at arc lengths ``s`` (T,) m: cubic Hermite through the
+        samples with the exact slopes ``dtau/ds = 1 / |P'(tau)|`` (so the position's speed along
+        the path is the profile's to ~1e-5; linear interpolation was off by ~2 %)."""
+        st, tt, m = self._s_table, self._tau_table, self._dtau_ds
+        i = np.clip(np.searchsorted(st, s, side="right") - 1, 0, st.shape[0] - 2)
+        h = st[i + 1] - st[i]
+        x = np.where(h > 0, (s - st[i]) / np.where(h > 0, h, 1.0), 0.0)
+        x = np.clip(x, 0.0, 1.0)
+        x2, x3 = x * x, x * x * x
+        return ((2 * x3 - 3 * x2 + 1) * tt[i] + (x3 - 2 * x2 + x) * h * m[i] + (-2 * x3 + 3 * x2) * tt[i + 1]
+                + (x3 - x2) * h * m[i + 1])
+
+    def _profile(self, t: np.ndarray):
+        """(s, v, a_t) (T,) at absolute times ``t`` (T,) within ``[t_warp, t_end]``."""
+        if self._t.shape[0] < 2:  # a stop where it starts: nothing to fly
+            z = np.zeros_like(t)
+            return z + self._s[0], z, z
+        k = np.clip(np.searchsorted(self._t, t, side="right") - 1, 0, self._t.shape[0] - 2)
+        h = np.clip(t - self._t[k], 0.0, self._t[k + 1] - self._t[k])
+        a = self._acc[k]
+        s = np.minimum(self._s[k] + self._v[k] * h + 0.5 * a * h * h, self._s[k + 1])
+        v = np.maximum(self._v[k] + a * h, 0.0)
+        return s, v, a
+
+    def _point(self, s: np.ndarray) -> np.ndarray:
+        """Positions (T, 3) at arc lengths ``s`` (T,): on the base path, then its continuation."""
+        on_path = s <= self._length
+        out = np.empty((s.shape[0], 3))
+        if on_path.any():
+            out[on_path] = self.base.spline.evaluate(self._tau_of(s[on_path]))
+        if (~on_path).any():
+            out[~on_path] = self._end_point + (s[~on_path] - self._length)[:, None] * self._direction
+        return out
+
+    def base_time(self, t: float) -> float:
+        """The base trajectory's absolute time at the point this one reaches at ``t`` (the path
+        parameter; past the base's end, its end)."""
+        if t <= self.t_warp:
+            return float(t)
+        s = float(self._profile(np.array([min(t, self.t_end)]))[0][0])
+        return self.t_start + float(self._tau_of(np.array([min(s, self._length)]))[0])
+
+    # -- sampling --------------------------------------------------------------------------------
+    def positions(self, t) -> np.ndarray:
+        """Positions (T, 3) m at absolute times ``t`` (T,) s (vectorised)."""
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+        out = np.empty((t.shape[0], 3))
+        early = t <= self.t_warp
+        if early.any():
+            out[early] = self.base.spline.evaluate(np.maximum(t[early] - self.t_start, 0.0))
+        if (~early).any():
+            out[~early] = self._point(self._profile(np.minimum(t[~early], self.t_end))[0])
+        return out
+
+    def state(self, t: float):
+        """(position, velocity, acceleration) (3,) each at absolute time ``t`` s."""
+        t = float(t)
+        if t <= self.t_warp:
+            return self.base.state(t)
+        if t >= self.t_end:
+            return self.stop_position.copy(), np.zeros(3), np.zeros(3)
+        s_arr, v_arr, a_arr = self._profile(np.array([t]))
+        s, v, a_t = float(s_arr[0]), float(v_arr[0]), float(a_arr[0])
+        if s > self._length:
+            u = self._direction
+            return self._end_point + (s - self._length) * u, v * u, a_t * u
+        tau = float(self._tau_of(np.array([s]))[0])
+        p, d1, d2 = self.base.state(self.t_start + tau)
+        n = float(np.sqrt(d1 @ d1))
+        if n < 1e-9:
+            # a standstill of the base path (the start from rest): the direction of the next sample
+            k = min(int(np.searchsorted(self._s_table, s, side="right")), self._s_table.shape[0] - 1)
+            chord = self.base.spline.evaluate(self._tau_table[k]) - p
+            c = float(np.sqrt(chord @ chord))
+            u = chord / c if c > 1e-12 else np.zeros(3)
+            return p, v * u, a_t * u
+        u = d1 / n
+        normal = (d2 - (d2 @ u) * u) / (n * n)  # curvature vector of the path, 1/m
+        return p, v * u, a_t * u + v * v * normal
+
+    def yaw_at(self, t: float):
+        """(yaw rad in (-pi, pi], yaw rate rad/s) at absolute time ``t``."""
+        return self.heading.at(float(t) - self.t_start)
+
+    def sample(self, t: float) -> Setpoint:
+        """Reference at absolute time ``t`` s (TrajectoryLike)."""
+        if not math.isfinite(t):
+            raise ValueError(f"cannot sample a trajectory at t = {t!r}")
+        p, v, a = self.state(t)
+        yaw, rate = self.yaw_at(t)
+        return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate)
+
+    # -- safety ----------------------------------------------------------------------------------
+    def collision_time(self, grid_map, t_now: float, horizon_s: float, step_m: float) -> Optional[float]:
+        """Absolute time of the first blocked point within ``[t_now, t_now + horizon_s]``
+        (ignoring a blocked stretch the vehicle is already in), or None."""
+        t1 = min(t_now + horizon_s, self.t_end)
+        if t1 <= t_now:
+            return None
+        b0 = max(self.base_time(t_now), self.t_start) - self.t_start
+        b1 = self.base_time(t1) - self.t_start
+        hit = curve_collision_time(grid_map, self.base.spline, b0, b1, step_m, skip_leading_blocked=True)
+        if hit is not None:
+            return self._time_at_base(hit)
+        s_now = float(self._profile(np.array([max(t_now, self.t_warp)]))[0][0])
+        s1 = float(self._profile(np.array([t1]))[0][0]) if t1 > self.t_warp else 0.0
+        if s1 <= self._length:
+            return None
+        # the straight continuation past the base's end
+        s_lo = max(self._length, s_now)
+        xs = np.linspace(s_lo, s1, max(2, int(math.ceil((s1 - s_lo) / step_m)) + 1))
+        blocked = grid_map.is_blocked(self._point(xs))
+        if not blocked.any():
+            return None
+        x = float(xs[int(np.argmax(blocked))])
+        return float(np.interp(x, self._s, self._t))
+
+    def _time_at_base(self, tau: float) -> float:
+        """This trajectory's absolute time at base path parameter ``tau`` (s since the start)."""
+        if self.t_start + tau <= self.t_warp:
+            return self.t_start + tau
+        s = float(np.interp(tau, self._tau_table, self._s_table))
+        return float(np.interp(min(s, self.s_stop), self._s, self._t))

@@ -1,0 +1,276 @@
+"""Stop before never-observed space: the re-timed trajectory, the depth-frame memory, the planner
+at take-off in front of a wall it cannot see yet, and the unchanged plan in observed free space."""
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy.spatial import cKDTree
+from scipy.spatial.transform import Rotation
+
+from planner_pkg.planning.bspline import UniformBSpline
+from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
+from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory, UnknownSpaceConfig, limit_to_known_space
+from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap
+from planner_pkg.planning.initial_path import initial_spline
+from planner_pkg.planning.trajectory import BsplineTrajectory
+from planner_pkg.planning.visibility import DepthHistory
+from planner_pkg.sim import RunnerConfig, run_episode
+from planner_pkg.types import CameraIntrinsics, SensorFrame, Setpoint, VehicleState
+from planner_pkg.world import World
+
+SMALL_MAP = GridMapConfig(size_m=(16.0, 16.0, 4.0))
+START = np.array([0.0, 0.0, 1.0])
+# optical frame (z forward, x right, y down) -> world ENU, looking along +x
+LOOK_X = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+LOOK_X_QUAT = Rotation.from_matrix(LOOK_X).as_quat()
+
+
+def open_frame(range_m, t=0.0, eye=START, yaw=0.0):
+    """A 64 x 48 depth frame (90 deg wide) with no return anywhere (open space), looking along
+    +x turned by ``yaw`` rad."""
+    intr = CameraIntrinsics.from_fov(64, 48, math.radians(90.0), 0.2, range_m)
+    quat = (Rotation.from_euler("z", yaw) * Rotation.from_matrix(LOOK_X)).as_quat()
+    return SensorFrame(t, np.full((48, 64), np.inf, np.float32), None, np.asarray(eye, float), quat, intr)
+
+
+def dense(traj, t0, n=3000):
+    """(times, positions, velocities, accelerations, arc lengths) sampled on [t0, t_end]."""
+    ts = np.linspace(t0, traj.t_end, n)
+    states = [traj.state(t) for t in ts]
+    p = np.array([s[0] for s in states])
+    v = np.array([s[1] for s in states])
+    a = np.array([s[2] for s in states])
+    s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(p, axis=0), axis=1))])
+    return ts, p, v, a, s
+
+
+# -- the planner -------------------------------------------------------------------------------
+def test_in_observed_free_space_the_plan_is_unchanged():
+    # open space seen to 10 m from x = 0 and x = 1.5 m: the take-off plan toward a far goal (local
+    # target 7.5 m ahead, reached at cruise speed) can stop inside it from every point
+    frames = [open_frame(10.0, 0.0, START), open_frame(10.0, 0.4, START + [1.5, 0.0, 0.0])]
+    plans = []
+    for stop in (True, False):
+        cfg = EgoConfig(unknown_space=UnknownSpaceConfig(stop_before_unknown=stop))
+        planner = EgoPlanner(cfg)
+        planner.reset(START, np.array([30.0, 0.0, 1.0]))
+        for f in frames:
+            planner.observe(f)
+        traj = planner.update(VehicleState.at_rest(START, yaw=0.0, t=0.5), None)
+        assert isinstance(traj, BsplineTrajectory), (type(traj), planner.events)
+        assert planner.stats.stop_limited == 0
+        plans.append(traj)
+    on, off = plans
+    assert on.t_end == pytest.approx(off.t_end, abs=1e-12)
+    for t in np.linspace(0.5, on.t_end, 200):
+        for x, y in zip(on.state(t), off.state(t)):
+            np.testing.assert_allclose(x, y, atol=1e-9)
+    assert np.linalg.norm(on.state(on.t_end - 1e-6)[1]) > 1.5  # still at cruise speed at its end
+
+
+def test_open_world_flights_are_the_same_with_and_without_the_limit():
+    # closed loop in an empty world with the default 10 m camera, goal straight ahead and above:
+    # every plan can stop inside what the camera saw, so the limit never binds and the flight is
+    # EGO's, sample for sample (the same seed gives the same log)
+    world = World([-2.0, -14.0, 0.0], [24.0, 14.0, 5.0], [])
+    for goal in ((20.0, 0.0, 1.0), (12.0, 0.0, 2.0)):
+        logs = []
+        for stop in (True, False):
+            cfg = EgoConfig(map=SMALL_MAP, unknown_space=UnknownSpaceConfig(stop_before_unknown=stop))
+            planner = EgoPlanner(cfg.with_time_limits_scaled(1000.0))
+            result = run_episode(world, planner, START, goal, RunnerConfig(timeout_s=15.0, seed=1))
+            assert result.summary.reached and planner.stats.stop_limited == 0, (goal, planner.events)
+            assert planner.stats.safety_net_hits == {}
+            logs.append(result.log.as_array())
+        on, off = logs
+        assert on.shape == off.shape
+        np.testing.assert_array_equal(on, off)
+
+
+def seen(range_m):
+    """(map, depth history) after one open-space frame from START looking along +x."""
+    m = OccupancyGridMap(SMALL_MAP, center=START)
+    f = open_frame(range_m)
+    m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    history = DepthHistory(4, 0.25, 0.1)
+    history.add(0.0, f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    return m, history
+
+
+def test_a_plan_ending_at_rest_inside_observed_space_is_unchanged():
+    # the final approach to a goal 5 m ahead, seen free to 10 m: the plan brakes to rest at the
+    # goal harder than decel_fraction x max_acc, but it is its own stop inside observed space
+    spline = initial_spline(START, np.zeros(3), np.zeros(3), [5.0, 0.0, 1.0], np.zeros(3), 2.0, 3.0, 0.24)
+    base = BsplineTrajectory(spline, 0.0, 0.0)
+    limit = StopLimit(2.1, 3.0, 0.3, 0.15, 0.5, 0.2, 0.1)
+    # (its braking is harder than the limit's: a braking cap from the goal would bind)
+    ts = np.linspace(0.0, base.t_end, 400)
+    along = np.array([base.state(t)[2][0] for t in ts])
+    assert along.min() < -limit.decel_mps2
+    m, history = seen(10.0)
+    traj, report = limit_to_known_space(base, m, limit, history)
+    assert traj is base and not report.limited and report.cause == ""
+    # seen only to 4 m, the same plan is stopped short of the frontier
+    m, history = seen(4.0)
+    traj2, report2 = limit_to_known_space(base, m, limit, history)
+    assert report2.limited and report2.cause == "unknown" and report2.known_free_m < 4.0
+    assert traj2.stop_position[0] - START[0] <= report2.known_free_m - limit.margin_m + 1e-6
+    assert np.linalg.norm(traj2.state(traj2.t_end)[1]) == 0.0
+
+
+def test_a_take_off_off_the_camera_axis_turns_to_look_instead_of_a_detour():
+    # at rest, the goal 34 deg off the camera's axis in open space seen to 10 m: the straight plan
+    # leaves the 90 deg view at once (the vehicle's side within 0.74 m), so it is refused and the
+    # vehicle turns toward it on the spot instead of flying a detour another guess found; facing
+    # it, the camera sees the way and the plan is EGO's unchanged
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP).with_time_limits_scaled(1000.0))
+    goal = np.array([12.0, 8.0, 1.0])
+    planner.reset(START, goal)
+    planner.observe(open_frame(10.0, 0.0))
+    out = planner.update(VehicleState.at_rest(START, yaw=0.0, t=0.0), None)
+    assert isinstance(out, Setpoint), planner.fsm.history
+    heading = math.atan2(goal[1] - START[1], goal[0] - START[0])
+    assert abs(out.yaw - heading) < 0.15 and np.allclose(out.position, START)
+    assert planner.fsm.history[-1].reason.startswith("turning")
+    planner.observe(open_frame(10.0, 0.1, yaw=out.yaw))
+    traj = planner.update(VehicleState.at_rest(START, yaw=out.yaw, t=0.1), None)
+    assert isinstance(traj, BsplineTrajectory), planner.fsm.history
+    assert planner.fsm.state.name == "EXEC_TRAJ"
+
+
+def test_cloud_only_frames_leave_the_limit_off_and_say_so():
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP))
+    planner.reset(START, np.array([12.0, 0.0, 1.0]))
+    cloud = np.array([[9.0, y, z] for y in np.arange(-1.0, 1.0, 0.1) for z in np.arange(0.6, 1.6, 0.1)])
+    planner.observe(SensorFrame(0.0, None, cloud, START, LOOK_X_QUAT))
+    assert any("no depth image" in e and "off" in e for e in planner.events), planner.events
+    traj = planner.update(VehicleState.at_rest(START, t=0.1), None)
+    assert isinstance(traj, BsplineTrajectory)
+
+
+# -- the re-timed trajectory ---------------------------------------------------------------------
+def limited_case():
+    """A take-off plan toward (7.5, 1, 1) m at 2 m/s over a map seen by a 4 m camera."""
+    m = OccupancyGridMap(SMALL_MAP, center=START)
+    f = open_frame(4.0)
+    m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    history = DepthHistory(4, 0.25, 0.1)
+    history.add(0.0, f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    spline = initial_spline(START, np.zeros(3), np.zeros(3), [7.5, 1.0, 1.0], [2.0, 0.0, 0.0], 2.0, 3.0, 0.24)
+    base = BsplineTrajectory(spline, 5.0, 0.0)
+    limit = StopLimit(decel_mps2=2.1, max_decel_mps2=3.0, margin_m=0.3, latency_s=0.15, start_radius_m=0.5,
+                      probe_m=0.2, step_m=0.1)
+    traj, report = limit_to_known_space(base, m, limit, history)
+    return base, traj, report, limit
+
+
+def test_the_limited_trajectory_flies_the_planned_path_and_brakes_to_rest_before_the_frontier():
+    base, traj, report, limit = limited_case()
+    assert isinstance(traj, StopLimitedTrajectory) and report.limited and report.cause == "unknown"
+    # the camera saw 4 m of z-depth ahead: the known free distance is about that (probes 0.2 m ahead)
+    assert 3.3 < report.known_free_m < 4.0
+    ts, p, v, a, s = dense(traj, 5.0)
+    speed = np.linalg.norm(v, axis=1)
+    # identical to the plan until the braking starts
+    assert traj.t_warp > 5.5
+    for t in np.linspace(5.0, traj.t_warp, 30):
+        for x, y in zip(traj.state(t), base.state(t)):
+            np.testing.assert_allclose(x, y, atol=1e-12)
+    # on the planned path (dense samples of the base curve)
+    curve = base.spline.evaluate(np.linspace(0.0, base.spline.duration, 20000))
+    gap, _ = cKDTree(curve).query(p)
+    assert gap.max() < 1e-3
+    # ends at rest, and from every point the vehicle could stop (with latency and margin) before
+    # the first point not known free
+    assert speed[-1] == 0.0 and np.allclose(traj.state(traj.t_end + 1.0)[1], 0.0)
+    need = s + speed * limit.latency_s + speed ** 2 / (2.0 * limit.decel_mps2) + limit.margin_m
+    assert need.max() <= report.known_free_m + 1e-6
+    # kinematically consistent: v = dp/dt, a = dv/dt (away from the braking onset, where the
+    # acceleration steps, and the stop), and the braking stays within its deceleration
+    dt = ts[1] - ts[0]
+    np.testing.assert_allclose(np.gradient(p, dt, axis=0)[2:-2], v[2:-2], atol=2e-3)
+    smooth = (np.abs(ts - traj.t_warp) > 0.1) & (ts < traj.t_end - 3 * dt)
+    smooth[:2] = False
+    np.testing.assert_allclose(np.gradient(v, dt, axis=0)[smooth], a[smooth], atol=2e-2)
+    tangential = (a * v).sum(axis=1) / np.maximum(speed, 1e-9)
+    assert tangential[ts > traj.t_warp].min() >= -limit.decel_mps2 - 1e-6
+    # the heading and the collision check follow the new timing
+    assert math.isfinite(traj.yaw_at(traj.t_end)[0])
+    assert traj.sample(traj.t_end).velocity.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_collision_check_of_a_limited_trajectory_reports_its_own_time():
+    base, traj, _, _ = limited_case()
+    m = OccupancyGridMap(SMALL_MAP, center=START)
+    t_hit = traj.t_warp + 0.5 * (traj.t_end - traj.t_warp)
+    blocker = traj.state(t_hit)[0]
+    cloud = blocker + np.array([[0.0, dy, dz] for dy in np.arange(-0.3, 0.31, 0.05) for dz in np.arange(-0.3, 0.31, 0.05)])
+    for _ in range(3):
+        m.insert_point_cloud(START, cloud)
+    hit = traj.collision_time(m, 5.0, 100.0, 0.05)
+    assert hit is not None and t_hit - 0.6 < hit < t_hit  # reached, inflated, before the centre
+    assert np.linalg.norm(traj.state(hit)[0] - blocker) < 0.45
+    assert traj.collision_time(m, 5.0, traj.t_warp - 5.0, 0.05) is None  # not within a shorter horizon
+
+
+def test_a_start_too_fast_for_the_known_space_brakes_at_the_full_limit_and_says_so():
+    m = OccupancyGridMap(SMALL_MAP, center=START)
+    f = open_frame(2.0)
+    m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    q = START + np.outer(np.arange(-1, 14) * 0.8, [1.0, 0.0, 0.0])  # from START at 3.33 m/s along +x
+    base = BsplineTrajectory(UniformBSpline(q, 0.24), 0.0, 0.0)
+    limit = StopLimit(2.1, 3.0, 0.3, 0.15, 0.5, 0.2, 0.1)
+    traj, report = limit_to_known_space(base, m, limit)
+    assert report.limited and report.cannot_stop and "full acceleration limit" in report.describe()
+    v0 = np.linalg.norm(base.state(0.0)[1])
+    assert report.stop_m == pytest.approx(v0 ** 2 / (2 * 3.0), rel=1e-6)
+    np.testing.assert_allclose(traj.state(0.0)[1], base.state(0.0)[1], atol=1e-12)  # continuous start
+    assert traj.stop_position[0] - START[0] == pytest.approx(report.stop_m, abs=1e-3)
+    _, p, v, _, s = dense(traj, 0.0)
+    assert s[-1] == pytest.approx(report.stop_m, abs=1e-3) and np.linalg.norm(v[-1]) == 0.0
+
+
+# -- the depth-frame memory ----------------------------------------------------------------------
+def test_depth_history_answers_from_the_frames_not_the_voxel_rays():
+    intr = CameraIntrinsics.from_fov(64, 48, math.radians(90.0), 0.2, 10.0)
+    depth = np.full((48, 64), np.inf, np.float32)
+    depth[:, 32:] = 3.0  # a surface 3 m ahead on the right half (world -y)
+    h = DepthHistory(3, 0.25, 0.1)
+    h.add(0.0, depth, intr, START, LOOK_X_QUAT)
+    pts = START + np.array([[2.5, -1.0, 0.0], [3.5, -1.0, 0.0], [9.5, 1.0, 0.0], [10.5, 1.0, 0.0],
+                            [5.0, 6.0, 0.0], [-1.0, 0.0, 0.0], [2.95, -1.0, 0.0]])
+    np.testing.assert_array_equal(h.observed_free(pts), [True, False, True, False, False, False, False])
+    # frames 0.1 s apart replace the newest; older ones are kept at least period_s apart
+    for k in range(1, 30):
+        h.add(0.1 * k, depth, intr, START + [0.1 * k, 0.0, 0.0], LOOK_X_QUAT)
+    assert len(h) == 3
+    with pytest.raises(ValueError, match="depth image"):
+        h.add(5.0, depth[:10], intr, START, LOOK_X_QUAT)
+    with pytest.raises(ValueError, match="finite"):
+        h.add(5.0, depth, intr, [np.nan, 0.0, 1.0], LOOK_X_QUAT)
+
+
+# -- configuration -------------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, key", [
+    (dict(decel_fraction=0.0), "unknown_space.decel_fraction"),
+    (dict(decel_fraction=1.5), "unknown_space.decel_fraction"),
+    (dict(margin_m=-0.1), "unknown_space.margin_m"),
+    (dict(latency_s=math.nan), "unknown_space.latency_s"),
+    (dict(start_radius_m=math.inf), "unknown_space.start_radius_m"),
+    (dict(history_frames=0), "unknown_space.history_frames"),
+    (dict(stop_before_unknown="yes"), "unknown_space.stop_before_unknown"),
+])
+def test_bad_unknown_space_config_names_the_key(kwargs, key):
+    with pytest.raises(ValueError, match=key):
+        UnknownSpaceConfig(**kwargs)
+
+
+def test_unknown_space_config_from_dict():
+    cfg = EgoConfig.from_dict({"unknown_space": {"margin_m": 0.5, "stop_before_unknown": False}})
+    assert cfg.unknown_space.margin_m == 0.5 and not cfg.unknown_space.stop_before_unknown
+    with pytest.raises(ValueError, match="margin"):
+        EgoConfig.from_dict({"unknown_space": {"margin": 0.5}})
+    with pytest.raises(ValueError, match="unknown_space"):
+        EgoConfig(unknown_space={"margin_m": 0.5})
+    assert replace(cfg, unknown_space=UnknownSpaceConfig()).unknown_space.stop_before_unknown
