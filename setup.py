@@ -71,7 +71,7 @@ setup(
     ],
     extras_require={
         "ros": ROS_WHEELS,
-        "test": ["pytest>=8.0", "pytest-rerunfailures>=14", "matplotlib>=3.8", "onnx>=1.16", "onnxruntime>=1.18",
+        "test": ["pytest>=8.0", "matplotlib>=3.8", "onnx>=1.16", "onnxruntime>=1.18",
                  "mcap-ros2-support>=0.5"],
         "export": ["onnx>=1.16", "onnxruntime>=1.18"],
         "plots": ["matplotlib>=3.8"],

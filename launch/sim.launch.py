@@ -81,6 +81,8 @@ def _nodes(context):
         else:  # launching it would fail the whole launch ("package 'rviz2' not found")
             rviz.append(LogInfo(msg="rviz:=true but rviz2 is not installed (apt install ros-$ROS_DISTRO-rviz2): "
                                     "starting the graph without it"))
+    # the lockstep participants the simulator waits for before sim time starts (as `bringup sim`)
+    sim_params["lockstep_participants"] = ["policy"] if get("planner") == "policy" else ["planner", "traj_server"]
     sim = Node(package=PACKAGE, executable="sim_bridge", name="sim_bridge", namespace=namespace,
                parameters=[params_file, sim_params], output="screen", **restart(bringup.SIM_BRIDGE))
     if get("planner") == "policy":

@@ -16,11 +16,11 @@ from planner_pkg.nodes.params import ParameterConfigError
 # refused its configuration (restarting cannot fix that).
 EXIT_OK, EXIT_CRASH, EXIT_CONFIG = 0, 1, 2
 
-ODOM_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
+ODOM_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50, reliability=ReliabilityPolicy.RELIABLE)  # 0.5 s at 100 Hz
 SENSOR_QOS = qos_profile_sensor_data  # best effort, depth 5: depth/image, cloud
 GOAL_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
 TRAJECTORY_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
-SETPOINT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
+SETPOINT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10, reliability=ReliabilityPolicy.RELIABLE)
 MARKERS_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)  # map/markers
@@ -40,7 +40,6 @@ TOPIC_STATUS = "status"
 TOPIC_CLOCK = "/clock"
 # Simulation only (use_sim_time): the planner reports, as a rosgraph_msgs/Clock, the sim time of its
 # next tick; a sim_bridge in lockstep does not advance past it (sim_bridge.py, planner_node.py).
-TOPIC_LOCKSTEP = "planning/lockstep"
 
 
 def now_s(node) -> float:
@@ -168,47 +167,3 @@ class Throttle:
             return True
         return False
 
-
-class LockstepReporter:
-    """A planning node's side of the simulation lockstep (sim_bridge ``lockstep``).
-
-    Under ``use_sim_time`` (at construction) it publishes, on :data:`TOPIC_LOCKSTEP`, the sim time
-    of the next call of the node's tick timer each time a tick finishes; a lockstep ``sim_bridge``
-    does not run sim time past it, so sim time stands still while the node computes. The node calls
-    :meth:`report` after *every* tick, also one that did nothing (no goal, no odometry, a hold), and
-    after re-creating the timer (a new period: a waiting simulator must hear the new next tick).
-    On wall time (hardware) there is no publisher and :meth:`report` does nothing.
-
-    ``enabled`` is the node's ``lockstep_report`` parameter, passed on each call so that a runtime
-    change takes effect at once.
-    """
-
-    def __init__(self, node):
-        from rosgraph_msgs.msg import Clock as ClockMsg
-
-        self._node = node
-        self._msg_type = ClockMsg
-        self.publisher = node.create_publisher(ClockMsg, TOPIC_LOCKSTEP, CLOCK_QOS) \
-            if node.get_parameter("use_sim_time").value else None
-        self.reports = 0
-
-    def active(self, enabled: bool) -> bool:
-        """Whether ticks are reported: ``enabled`` and the node is on sim time."""
-        return bool(enabled and self._node.get_parameter("use_sim_time").value)
-
-    def report(self, timer, period_s: float, enabled: bool) -> Optional[int]:
-        """Publish the sim time (ns) of ``timer``'s next call; returns it, or None when not reporting.
-
-        The timer's own next call (on its grid), so a tick that started late does not shift the grid
-        for good; now + ``period_s`` when there is no timer or it cannot say."""
-        if self.publisher is None or not enabled:
-            return None
-        until = timer.time_until_next_call() if timer is not None else None
-        if until is None:
-            until = int(period_s * 1e9)  # as rclpy's timer rounds its period
-        t = self._node.get_clock().now().nanoseconds + max(int(until), 0)
-        msg = self._msg_type()
-        msg.clock.sec, msg.clock.nanosec = t // 1_000_000_000, t % 1_000_000_000
-        self.publisher.publish(msg)
-        self.reports += 1
-        return t

@@ -11,10 +11,12 @@ when it produced it (or the odometry stamp without one); ``time_from_start`` is 
 The latest trajectory is re-sent every ``republish_period_s`` so the trajectory server can tell
 a live planner from a dead one.
 
-Simulation lockstep: under ``use_sim_time`` (and ``lockstep_report``) every finished tick
-publishes the sim time of the next tick on ``planning/lockstep`` (rosgraph_msgs/Clock); a
-``sim_bridge`` with ``lockstep: true`` does not run sim time past it, so sim time stands still
-while the planner computes. The EGO planner's wall-clock safety nets (optimiser, A* and retry
+Simulation lockstep: under ``use_sim_time`` (and ``lockstep_report``) the node is a lockstep
+participant (``planner_pkg/nodes/lockstep.py``): a tick due at sim time ``T`` runs once the
+odometry and frame the simulator's manifest names for ``T`` have arrived, frames are fused at
+the tick in stamp order (their pose from the odometry history), and every finished tick reports
+the next one and the trajectories sent; a ``sim_bridge`` with ``lockstep: true`` does not run
+sim time past it, so sim time stands still while the planner computes. The EGO planner's wall-clock safety nets (optimiser, A* and retry
 time limits) are then widened by ``sim_time_limit_scale`` so that its deterministic iteration and
 node budgets decide each plan, whatever the real-time factor or the machine's load; any safety
 net that still fires is logged and counted (status ``safety_net_hits``). On wall time (hardware)
@@ -44,6 +46,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters
 from planner_pkg.nodes.sampled_trajectory import (SampledTrajectory, hold_trajectory, sample_trajectory,
                                                   setpoint_trajectory, trajectory_span)
@@ -53,6 +56,7 @@ from planner_pkg.sim.planner_factory import PLANNER_NAMES, PlannerNotAvailableEr
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
 
 NODE_NAME = "planner"
+MAX_PENDING_FRAMES = 30  # frames kept for the next tick; older ones are dropped
 
 
 @dataclass(frozen=True)
@@ -91,9 +95,9 @@ class PlannerNodeConfig:
                                                                  "description": "occupied voxels shown within, m"})
     status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
     frame_id: str = field(default=conv.MAP_FRAME, metadata={"description": "world frame of all messages"})
-    lockstep_report: bool = field(default=True, metadata={"description":
-                                  "under use_sim_time: publish planning/lockstep (the sim time of the next tick) "
-                                  "after every tick, so a lockstep simulator waits for the planner"})
+    lockstep_report: bool = field(default=True, metadata={"read_only": True, "description":
+                                  "under use_sim_time: be a lockstep participant (each tick waits for the inputs "
+                                  "of its instant and reports the next one, so a lockstep simulator waits for it)"})
     sim_time_limit_scale: float = field(default=10.0, metadata={"range": (1.0, 1000.0), "description":
                                         "under use_sim_time with lockstep_report: the EGO planner's wall-clock "
                                         "safety nets (optimiser, A*, retry time limits) are multiplied by this, "
@@ -135,7 +139,9 @@ class PlannerNode(Node):
         self.throttle = c.Throttle(2.0)
         self.planner = None
         self.planner_error = ""
-        self.lockstep = c.LockstepReporter(self)  # before the planner: its time limits depend on it
+        # before the planner: its time limits depend on it
+        self.lockstep = LockstepParticipant(self, cfg.lockstep_report, frames=True,
+                                            trajectories=True, goals=True)
         self._build_planner()
         self.state: Optional[VehicleState] = None
         self.odom_wall = -math.inf  # ROS time (s) when the last good odometry arrived
@@ -146,6 +152,7 @@ class PlannerNode(Node):
         self.goal_status = "no goal"
         self.reached = False
         self.frame: Optional[SensorFrame] = None  # newest frame not yet passed to update()
+        self.pending_frames: list = []  # (stamp, points or None, depth or None) received, fused at the next tick
         self.frame_stamp: Optional[float] = None  # stamp of the newest frame used
         self.latest_points: Optional[np.ndarray] = None
         self.last_traj: Optional[SampledTrajectory] = None
@@ -163,17 +170,19 @@ class PlannerNode(Node):
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
         self.create_subscription(Odometry, c.TOPIC_ODOM, self._on_odom, c.ODOM_QOS)
         self.create_subscription(PoseStamped, c.TOPIC_GOAL, self._on_goal, c.GOAL_QOS)
+        # in lockstep every frame counts (reliable, deep); otherwise the sensor's best-effort stream
+        sensor_qos = LOCKSTEP_SENSOR_QOS if self.lockstep.active else c.SENSOR_QOS
         if cfg.sensor_input == "cloud":
-            self.create_subscription(PointCloud2, c.TOPIC_CLOUD, self._on_cloud, c.SENSOR_QOS)
+            self.create_subscription(PointCloud2, c.TOPIC_CLOUD, self._on_cloud, sensor_qos)
         else:
-            self.create_subscription(Image, c.TOPIC_DEPTH, self._on_image, c.SENSOR_QOS)
+            self.create_subscription(Image, c.TOPIC_DEPTH, self._on_image, sensor_qos)
         self._plan_timer = None
         self._start_plan_timer()
         self.create_timer(1.0 / cfg.status_rate_hz, self._publish_status)
         if cfg.markers_rate_hz > 0:
             self.create_timer(1.0 / cfg.markers_rate_hz, self._publish_markers)
         self.log.info(f"planner '{cfg.planner}' ready at {self._rate_hz():g} Hz; input '{cfg.sensor_input}'"
-                      + (f"; lockstep reports on {c.TOPIC_LOCKSTEP}, EGO time limits x{self.time_limit_scale:g}"
+                      + (f"; lockstep participant, EGO time limits x{self.time_limit_scale:g}"
                          if self._lockstep_reporting() else ""))
 
     # -- configuration ---------------------------------------------------------------------------
@@ -184,17 +193,12 @@ class PlannerNode(Node):
         return float(getattr(self.planner, "rate_hz", 10.0) or 10.0)
 
     def _lockstep_reporting(self) -> bool:
-        """Under sim time with ``lockstep_report``: report each finished tick for the simulator."""
-        return self.lockstep.active(self.params.config.lockstep_report)
+        """Under sim time with ``lockstep_report`` (at start-up): a lockstep participant."""
+        return self.lockstep.active
 
     def _start_plan_timer(self) -> None:
-        if self._plan_timer is not None:
-            self.destroy_timer(self._plan_timer)
-        self._plan_timer = self.create_timer(1.0 / self._rate_hz(), self._tick)
-
-    def _report_tick(self) -> None:
-        """Publish the sim time of the next tick (this one is finished)."""
-        self.lockstep.report(self._plan_timer, 1.0 / self._rate_hz(), self.params.config.lockstep_report)
+        self.lockstep.destroy_timer(self._plan_timer)
+        self._plan_timer = self.lockstep.create_timer(1.0 / self._rate_hz(), self._tick)
 
     def _build_planner(self) -> None:
         cfg = self.params.config
@@ -222,12 +226,18 @@ class PlannerNode(Node):
         """A runtime parameter change: rebuild the planner and resume the current goal."""
         self._build_planner()
         self._start_plan_timer()
-        self._report_tick()  # a new period: tell a waiting simulator
+        self.lockstep.report()  # a new period: tell a waiting simulator
         if self.goal is not None:
             self.goal_pending = True
 
     # -- inputs ----------------------------------------------------------------------------------
     def _on_odom(self, msg: Odometry) -> None:
+        try:
+            self._take_odom(msg)
+        finally:
+            self.lockstep.saw_odom(msg.header.stamp)  # taken or refused: not to be waited for
+
+    def _take_odom(self, msg: Odometry) -> None:
         try:
             state = conv.odometry_to_state(msg)
         except ValueError as exc:
@@ -264,25 +274,51 @@ class PlannerNode(Node):
                 if self.throttle("observe"):
                     self.log.warning(f"planner could not fuse a frame: {exc}")
 
+    def _queue_frame(self, stamp: float, points: Optional[np.ndarray], depth: Optional[np.ndarray]) -> None:
+        self.pending_frames.append((stamp, points, depth))
+        if len(self.pending_frames) > MAX_PENDING_FRAMES:  # no tick for a while (no planner, no clock)
+            del self.pending_frames[0]
+
+    def _fuse_pending_frames(self) -> None:
+        """Fuse the frames received since the last tick, oldest first, each with the odometry pose
+        nearest its stamp: done here, not on arrival, because odometry and frames come on separate
+        topics whose relative order DDS does not keep (at the tick, the odometry up to now is in)."""
+        pending, self.pending_frames = sorted(self.pending_frames, key=lambda f: f[0]), []
+        cam = self.depth_camera
+        for stamp, points, depth in pending:
+            pose = self._pose_at(stamp)
+            if pose is None:
+                continue
+            if depth is None:
+                cam_pos, _ = cam.pose(pose)
+                self._accept_frame(SensorFrame(stamp, None, points, cam_pos, pose.attitude), stamp)
+                continue
+            from planner_pkg.sim.camera import depth_to_world_points
+            from planner_pkg.sim.rotation import matrix_to_quaternion
+
+            position, R = cam.pose(pose)
+            points = depth_to_world_points(depth, cam.intrinsics, position, R).astype(np.float32)
+            self.latest_points = points
+            frame = SensorFrame(stamp, depth, points, position, matrix_to_quaternion(R), cam.intrinsics)
+            self._accept_frame(frame, stamp)
+
     def _on_cloud(self, msg: PointCloud2) -> None:
         try:
             if msg.header.frame_id not in ("", self.params.config.frame_id):
                 raise ValueError(f"cloud in frame {msg.header.frame_id!r}, expected {self.params.config.frame_id!r}")
             points = conv.cloud_to_points(msg)
+            stamp = conv.stamp_to_seconds(msg.header.stamp)
         except ValueError as exc:
             self.counters["bad_cloud"] += 1
             if self.throttle("cloud"):
                 self.log.warning(f"cloud dropped ({self.counters['bad_cloud']} so far): {exc}")
-            return
-        stamp = conv.stamp_to_seconds(msg.header.stamp)
-        pose = self._pose_at(stamp)
-        if pose is None:
-            return
-        cam_pos, _ = self.depth_camera.pose(pose)
-        self.latest_points = points
-        if points.shape[0] == 0 and self.throttle("empty_cloud"):
-            self.log.info("empty cloud (nothing in range): the planner keeps its map")
-        self._accept_frame(SensorFrame(stamp, None, points, cam_pos, pose.attitude), stamp)
+        else:
+            self.latest_points = points
+            if points.shape[0] == 0 and self.throttle("empty_cloud"):
+                self.log.info("empty cloud (nothing in range): the planner keeps its map")
+            self._queue_frame(stamp, points, None)
+        finally:
+            self.lockstep.saw_frame(msg.header.stamp)
 
     def _on_image(self, msg: Image) -> None:
         cam = self.depth_camera
@@ -291,23 +327,15 @@ class PlannerNode(Node):
             if depth.shape != (cam.intrinsics.height, cam.intrinsics.width):
                 raise ValueError(f"depth image is {depth.shape[1]}x{depth.shape[0]}, the camera parameters say "
                                  f"{cam.intrinsics.width}x{cam.intrinsics.height}")
+            stamp = conv.stamp_to_seconds(msg.header.stamp)
         except ValueError as exc:
             self.counters["bad_image"] += 1
             if self.throttle("image"):
                 self.log.warning(f"depth image dropped ({self.counters['bad_image']} so far): {exc}")
-            return
-        stamp = conv.stamp_to_seconds(msg.header.stamp)
-        pose = self._pose_at(stamp)
-        if pose is None:
-            return
-        from planner_pkg.sim.rotation import matrix_to_quaternion
-        from planner_pkg.sim.camera import depth_to_world_points
-
-        position, R = cam.pose(pose)
-        points = depth_to_world_points(depth, cam.intrinsics, position, R).astype(np.float32)
-        self.latest_points = points
-        frame = SensorFrame(stamp, depth, points, position, matrix_to_quaternion(R), cam.intrinsics)
-        self._accept_frame(frame, stamp)
+        else:
+            self._queue_frame(stamp, None, depth)
+        finally:
+            self.lockstep.saw_frame(msg.header.stamp)
 
     def _refuse_goal(self, why: str) -> None:
         self.counters["bad_goal"] += 1
@@ -337,6 +365,7 @@ class PlannerNode(Node):
         self.reached = False
         self.goal_status = f"goal {np.round(goal, 2).tolist()} accepted"
         self.log.info(self.goal_status)
+        self.lockstep.accepted_goal()
 
     # -- planning --------------------------------------------------------------------------------
     def _hold(self, position, t: float, why: str) -> None:
@@ -346,21 +375,25 @@ class PlannerNode(Node):
 
     def _publish(self, traj: SampledTrajectory, stamp: float) -> None:
         msg = conv.trajectory_to_msg(traj, min(stamp, traj.t_start), self.params.config.frame_id)
-        self.pub_traj.publish(msg)
+        self._send(msg)
         self.last_traj, self.last_msg = traj, msg
         self.last_publish = c.now_s(self)
         self.plans_published += 1
 
+    def _send(self, msg: MultiDOFJointTrajectory) -> None:
+        self.pub_traj.publish(msg)
+        self.lockstep.published_trajectory()
+
     def _tick(self) -> None:
+        # (in lockstep every tick, also one that planned nothing, is then reported)
         tick_ns = self.get_clock().now().nanoseconds
         try:
+            self._fuse_pending_frames()
             self._plan_tick()
         finally:
-            # every tick, also one that planned nothing, tells a lockstep simulator it may go on
             end_ns = self.get_clock().now().nanoseconds
             self.tick_clock_ms.append(1e-6 * (end_ns - tick_ns))
             del self.tick_clock_ms[:-100]
-            self._report_tick()
             self._log_safety_nets()
 
     def _log_safety_nets(self) -> None:
@@ -414,7 +447,7 @@ class PlannerNode(Node):
         if traj is not None:
             self._publish(traj, data_stamp)
         elif self.last_msg is not None and now - self.last_publish >= cfg.republish_period_s:
-            self.pub_traj.publish(self.last_msg)
+            self._send(self.last_msg)
             self.last_publish = now
 
     def _to_samples(self, result, state: VehicleState) -> Optional[SampledTrajectory]:

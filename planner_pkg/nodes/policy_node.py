@@ -9,15 +9,14 @@ acceleration setpoint: position and velocity NaN, acceleration (world ENU, gravi
 clamped in vertical, tilt and norm, and a speed guard (``max_speed_mps``); the heading faces the
 goal. The latest command is re-sent at ``setpoint_rate_hz`` between network calls.
 
-Simulation lockstep (as ``planner_node``): under ``use_sim_time`` with ``lockstep_report`` every
-finished network tick - also one that flew nothing (no odometry, no goal, a hold) - publishes the
-sim time of the next tick on ``planning/lockstep`` (rosgraph_msgs/Clock,
-:class:`~planner_pkg.nodes.common.LockstepReporter`); a ``sim_bridge`` with ``lockstep: true`` then
-never runs sim time past it, so the flight does not depend on the real-time factor or the load.
-The simulator also waits, per ``lockstep_step_s`` (0.02 s), for the setpoint stamped at the start
-of each step: ``setpoint_rate_hz`` must then be at least ``1 / lockstep_step_s`` (50 Hz, the
-default), or it stalls ``lockstep_timeout_s`` and gives up waiting for setpoints (logged). On wall
-time (hardware) nothing of this applies.
+Simulation lockstep (as ``planner_node``, see ``planner_pkg/nodes/lockstep.py``): under
+``use_sim_time`` with ``lockstep_report`` the network tick and the re-send are lockstep-gated: a
+tick due at sim time ``T`` runs once the odometry and depth image the simulator's manifest names
+for ``T`` have arrived, and every finished tick - also one that flew nothing (no odometry, no
+goal, a hold) - reports the next one and the setpoints sent; a ``sim_bridge`` with
+``lockstep: true`` then never runs sim time past it nor before those setpoints arrived, so the
+flight does not depend on the real-time factor or the load. On wall time (hardware) nothing of
+this applies.
 
 Odometry twist is in ``base_link`` (REP 105); ``conversions.odometry_to_state`` rotates it into
 the map frame, which is what the network's state input needs.
@@ -69,6 +68,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 from planner_pkg.types import Setpoint, VehicleState
 
@@ -98,8 +98,7 @@ class PolicyNodeConfig:
     rate_hz: float = field(default=15.0, metadata={"range": (1.0, 100.0), "description":
                            "network updates per second on the ROS clock (the model is trained at 15 Hz)"})
     setpoint_rate_hz: float = field(default=50.0, metadata={"range": (1.0, 500.0), "description":
-                                    "setpoint publishing rate, Hz (>= rate_hz; re-sends the last command; in "
-                                    "simulation lockstep >= 1 / the sim_bridge's lockstep_step_s)"})
+                                    "setpoint publishing rate, Hz (>= rate_hz; re-sends the last command)"})
     target_speed_mps: Optional[float] = field(default=None, metadata={"description":
                                               "commanded cruise speed, m/s; none = the model's evaluation speed"})
     max_speed_mps: float = field(default=4.0, metadata={"range": (0.1, 20.0), "description":
@@ -128,9 +127,9 @@ class PolicyNodeConfig:
     base_frame: str = field(default=conv.BODY_FRAME, metadata={"read_only": True, "description":
                             "body frame of the odometry twist (child_frame_id)"})
     status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
-    lockstep_report: bool = field(default=True, metadata={"description":
-                                  "under use_sim_time: publish planning/lockstep (the sim time of the next network "
-                                  "tick) after every tick, so a lockstep simulator waits for the policy"})
+    lockstep_report: bool = field(default=True, metadata={"read_only": True, "description":
+                                  "under use_sim_time: be a lockstep participant (each tick waits for the inputs "
+                                  "of its instant and reports the next one, so a lockstep simulator waits for it)"})
     camera: PolicyCameraConfig = field(default_factory=PolicyCameraConfig)
 
     def __post_init__(self):
@@ -232,39 +231,38 @@ class PolicyNode(Node):
 
         self.pub_setpoint = self.create_publisher(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, c.SETPOINT_QOS)
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
-        self.lockstep = c.LockstepReporter(self)
+        self._loop_timers: list = []
+        self.lockstep = LockstepParticipant(self, cfg.lockstep_report, frames=True,
+                                            setpoints=True, goals=True)
         self.create_subscription(Odometry, c.TOPIC_ODOM, self._on_odom, c.ODOM_QOS)
-        self.create_subscription(Image, c.TOPIC_DEPTH, self._on_image, c.SENSOR_QOS)
+        self.create_subscription(Image, c.TOPIC_DEPTH, self._on_image,
+                                 LOCKSTEP_SENSOR_QOS if self.lockstep.active else c.SENSOR_QOS)
         self.create_subscription(PoseStamped, c.TOPIC_GOAL, self._on_goal, c.GOAL_QOS)
-        self._timers: list = []
         self._start_timers(cfg)
         obs = self.planner.policy.config.observation
         self.log.info(f"policy {self.planner.policy.path} ready: {self.planner.rate_hz:g} Hz, "
                       f"{obs.image_hw[1]}x{obs.image_hw[0]} input from {cfg.camera.width_px}x{cfg.camera.height_px} "
                       f"images, cruise {self.planner.speed_mps:g} m/s"
-                      + (f"; lockstep reports on {c.TOPIC_LOCKSTEP}" if self._lockstep_reporting() else ""))
+                      + ("; lockstep participant" if self._lockstep_reporting() else ""))
 
     # -- configuration ---------------------------------------------------------------------------
     def _start_timers(self, cfg: PolicyNodeConfig) -> None:
-        for timer in self._timers:
-            self.destroy_timer(timer)
-        self._timers = [self.create_timer(1.0 / cfg.rate_hz, self._tick),
-                        self.create_timer(1.0 / cfg.setpoint_rate_hz, self._republish),
+        for timer in self._loop_timers:
+            self.lockstep.destroy_timer(timer)
+        # the network tick and the re-send are gated (in lockstep they run once the inputs of their
+        # instant are in, in the order they were due); status is not
+        self._loop_timers = [self.lockstep.create_timer(1.0 / cfg.rate_hz, self._step),
+                        self.lockstep.create_timer(1.0 / cfg.setpoint_rate_hz, self._republish),
                         self.create_timer(1.0 / cfg.status_rate_hz, self._publish_status)]
 
     def _config_changed(self, cfg: PolicyNodeConfig) -> None:
         self.planner.set_config(planner_config(cfg))
         self._start_timers(cfg)
-        self._report_tick()  # a new period: tell a waiting simulator
+        self.lockstep.report()  # a new period: tell a waiting simulator
 
     def _lockstep_reporting(self) -> bool:
-        """Under sim time with ``lockstep_report``: report each finished tick for the simulator."""
-        return self.lockstep.active(self.params.config.lockstep_report)
-
-    def _report_tick(self) -> None:
-        """Publish the sim time of the next network tick (this one is finished)."""
-        cfg = self.params.config
-        self.lockstep.report(self._timers[0] if self._timers else None, 1.0 / cfg.rate_hz, cfg.lockstep_report)
+        """Under sim time with ``lockstep_report`` (at start-up): a lockstep participant."""
+        return self.lockstep.active
 
     # -- inputs ----------------------------------------------------------------------------------
     def _bad(self, key: str, what: str, exc, cause: str = "") -> None:
@@ -275,6 +273,12 @@ class PolicyNode(Node):
             self.log.warning(f"{what} refused ({self.counters[key]} so far): {exc}")
 
     def _on_odom(self, msg: Odometry) -> None:
+        try:
+            self._take_odom(msg)
+        finally:
+            self.lockstep.saw_odom(msg.header.stamp)  # taken or refused: not to be waited for
+
+    def _take_odom(self, msg: Odometry) -> None:
         cfg = self.params.config
         cause = "frame"
         try:
@@ -291,6 +295,12 @@ class PolicyNode(Node):
         self.odom_received = c.now_s(self)
 
     def _on_image(self, msg: Image) -> None:
+        try:
+            self._take_image(msg)
+        finally:
+            self.lockstep.saw_frame(msg.header.stamp)
+
+    def _take_image(self, msg: Image) -> None:
         cam = self.params.config.camera
         cause = "decode"
         try:
@@ -326,15 +336,9 @@ class PolicyNode(Node):
         self.reached = False
         self.goal_status = f"goal {np.round(goal, 2).tolist()} accepted"
         self.log.info(self.goal_status)
+        self.lockstep.accepted_goal()
 
     # -- the network loop ------------------------------------------------------------------------
-    def _tick(self) -> None:
-        try:
-            self._step()
-        finally:
-            # every tick, also one that flew nothing, tells a lockstep simulator it may go on
-            self._report_tick()
-
     def _step(self) -> None:
         cfg = self.params.config
         now = c.now_s(self)
@@ -409,6 +413,7 @@ class PolicyNode(Node):
     def _publish(self, setpoint: Setpoint) -> None:
         self.counters["setpoints"] += 1
         self.pub_setpoint.publish(conv.setpoint_to_msg(setpoint, max(c.now_s(self), 0.0), self.params.config.frame_id))
+        self.lockstep.published_setpoint()
 
     # -- status ----------------------------------------------------------------------------------
     def _publish_status(self) -> None:
@@ -426,8 +431,7 @@ class PolicyNode(Node):
             ("inference_ms_p95", f"{np.percentile(ms, 95):.3f}" if ms.size else "n/a"),
             ("inference_ms_max", f"{ms.max():.3f}" if ms.size else "n/a"),
             ("cruise_speed_mps", f"{self.planner.speed_mps:g}"), ("model", self.planner.policy.path),
-            ("lockstep_report", self._lockstep_reporting()), ("lockstep_reports", self.lockstep.reports),
-        ] + list(self.counters.items())
+        ] + self.lockstep.status_values() + list(self.counters.items())
         self.pub_status.publish(conv.make_status(self.get_name(), level, message, values, now))
 
 

@@ -9,18 +9,21 @@ slows the simulation rather than making it jump; ``real_time_factor: 0`` = as fa
 by the clock already has the data of that instant), ``map/markers`` (the world's obstacles,
 transient local) and ``status``, and tracks ``setpoint``.
 
-Lockstep (``lockstep: true``, like Gazebo's / PX4 SITL's): the planner publishes on
-``planning/lockstep`` (rosgraph_msgs/Clock) the sim time of its next planning tick each time it
-finishes one; the simulator never runs past the newest such time, so sim time stands still while
-the planner computes and the flight does not depend on the real-time factor, the machine's
-speed or its load. It engages with the first report (without a planner the simulator runs free)
-and is a bounded wait: a planner that has not reported for ``lockstep_timeout_s`` wall seconds at
-the barrier is logged (status ``lockstep_timeouts``) and the simulator runs free until it
-reports again (a dead, stuck or restarting planner never freezes the simulation). While engaged,
-sim time also advances in whole steps of ``lockstep_step_s`` on a fixed grid (multiples of it),
-each started only once the setpoint stamped at its start has arrived, so the vehicle follows the
-same reference samples at any pace (a setpoint stream that stalls past ``lockstep_timeout_s``
-turns this part off, logged). A setpoint that cannot be read (partly NaN, inf, no points) is refused with a log
+Lockstep (``lockstep: true``, like Gazebo's / PX4 SITL's; the rules are in
+``planner_pkg/sim/lockstep.py``): after every advance the simulator publishes a step manifest on
+``sim/lockstep`` (the sim time and the stamps of the newest odometry and frame), then ``/clock``.
+Every participant (``lockstep_participants``: the planner and the trajectory server, or the
+policy) reports on ``planning/lockstep`` after each tick the sim time of its next tick and the
+stamp of the setpoint it published; the simulator never advances past any participant's next tick
+nor before it holds the setpoint it was told of, and a participant's tick runs only once it holds
+the inputs the manifest names. Sim time stands still while a node computes, so the flight is the
+same at any real-time factor and under any CPU load. Sim time starts once every listed
+participant has reported (and, with ``lockstep_start_on_goal``, one has accepted a goal). A
+participant that does not answer for ``lockstep_fault_timeout_s`` wall seconds is a *lockstep
+fault*: logged, status ERROR with ``lockstep_fault``, and the simulation stops (it never runs on
+without its planner: that would be another flight). While it waits the simulator re-sends
+``/clock`` so that a restarted node's timers fire.
+A setpoint that cannot be read (partly NaN, inf, no points) is refused with a log
 line and the vehicle holds where it is; none for ``setpoint_timeout_s`` also makes it hold.
 A collision freezes the vehicle and turns the status to ERROR.
 
@@ -43,7 +46,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from geometry_msgs.msg import Twist
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
@@ -55,14 +58,17 @@ from visualization_msgs.msg import MarkerArray
 
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes import lockstep as ls
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 from planner_pkg.nodes.sim_stepper import EmbeddedSim
 from planner_pkg.sim.camera import DepthCamera, depth_to_world_points
+from planner_pkg.sim.lockstep import NONE_NS, LockstepBarrier, StepManifest, seconds_to_ns
 from planner_pkg.sim.params import CameraParams
 from planner_pkg.types import Setpoint, VehicleState
 
 NODE_NAME = "sim_bridge"
 DEFAULT_WORLD = "forest_small.yaml"
+RESEND_CLOCK_S = 0.5  # while lockstep waits, /clock is re-sent this often (wall s)
 
 
 def find_world(name: str) -> Path:
@@ -104,15 +110,18 @@ class SimBridgeConfig:
     real_time_factor: float = field(default=1.0, metadata={"range": (0.0, 100.0), "description":
                                     "sim seconds per wall second (0 = as fast as possible: max_step_s per tick)"})
     lockstep: bool = field(default=True, metadata={"description":
-                           "never run sim time past the planner's next tick (reported on planning/lockstep): "
-                           "the flight does not depend on real_time_factor or machine load; false = free running"})
-    lockstep_timeout_s: float = field(default=2.0, metadata={"range": (0.01, 60.0), "description":
-                                      "wall seconds to wait for the planner at a lockstep barrier before running on "
-                                      "without it (logged and counted)"})
-    lockstep_step_s: float = field(default=0.02, metadata={"range": (0.0, 1.0), "description":
-                                   "in lockstep, sim time advances in steps of this many seconds on a fixed grid, "
-                                   "each waiting for the setpoint of its start, s (a multiple of the trajectory "
-                                   "server's period; 0 = do not wait for setpoints)"})
+                           "never run sim time past a participant's next tick nor before its setpoint arrived "
+                           "(sim/lockstep, planning/lockstep): the flight does not depend on real_time_factor "
+                           "or machine load; false = free running"})
+    lockstep_participants: Tuple[str, ...] = field(default=("planner", "traj_server"), metadata={
+        "read_only": True, "description": "node names that must report before sim time starts (the graph's "
+                                          "planner and trajectory server, or its policy)"})
+    lockstep_start_on_goal: bool = field(default=False, metadata={"read_only": True, "description":
+                                         "hold sim time at 0 until a participant has accepted a goal "
+                                         "(a mission: the flight then starts at the same sim time every run)"})
+    lockstep_fault_timeout_s: float = field(default=30.0, metadata={"range": (0.1, 3600.0), "description":
+                                            "wall seconds the simulator waits for one participant before that is "
+                                            "a lockstep fault that stops the simulation"})
     step_period_s: float = field(default=0.01, metadata={"range": (0.001, 0.1), "read_only": True,
                                                          "description": "wall period of the stepping timer, s"})
     max_step_s: float = field(default=0.05, metadata={"range": (0.001, 1.0),
@@ -152,8 +161,9 @@ class SimBridgeConfig:
             raise ValueError(f"start_m must be three finite numbers, got {list(self.start_m)}")
         if self.control_rate_hz > self.dynamics_rate_hz or self.camera_rate_hz > self.dynamics_rate_hz:
             raise ValueError("control_rate_hz and camera_rate_hz cannot exceed dynamics_rate_hz")
-        if self.lockstep_step_s > self.max_step_s:
-            raise ValueError(f"lockstep_step_s ({self.lockstep_step_s}) cannot exceed max_step_s ({self.max_step_s})")
+        names = [str(n) for n in self.lockstep_participants]
+        if any(not n or "/" in n for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"lockstep_participants must be distinct node names without '/', got {names}")
 
 
 class SimBridge(Node):
@@ -163,13 +173,16 @@ class SimBridge(Node):
         cfg = self.params.config
         self.log = self.get_logger()
         self.throttle = c.Throttle(2.0)
-        self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0, "lockstep_waits": 0, "lockstep_timeouts": 0}
+        self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0, "bad_lockstep_reports": 0, "lockstep_faults": 0}
         self.events: list = []
         self.pub_odom = self.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
-        self.pub_cloud = self.create_publisher(PointCloud2, c.TOPIC_CLOUD, c.SENSOR_QOS)
+        # reliable in lockstep (no frame lost under load); best-effort subscribers still match
+        self.pub_cloud = self.create_publisher(PointCloud2, c.TOPIC_CLOUD,
+                                               ls.LOCKSTEP_SENSOR_QOS if cfg.lockstep and cfg.mode == "embedded" else c.SENSOR_QOS)
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
         self.create_subscription(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, self._on_setpoint, c.SETPOINT_QOS)
         self.sim: Optional[EmbeddedSim] = None
+        self.lockstep: Optional[LockstepBarrier] = None  # embedded mode with lockstep only
         self.gz_state: Optional[VehicleState] = None
         self.camera = DepthCamera(cfg.camera)
         if cfg.mode == "embedded":
@@ -206,30 +219,38 @@ class SimBridge(Node):
                                        f"{self.sim.radius_m} m of an obstacle")
         self.world_path = str(path)
         self.pub_clock = self.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
-        self.pub_depth = self.create_publisher(Image, c.TOPIC_DEPTH, c.SENSOR_QOS)
+        self.pub_depth = self.create_publisher(Image, c.TOPIC_DEPTH,
+                                               ls.LOCKSTEP_SENSOR_QOS if cfg.lockstep and cfg.mode == "embedded" else c.SENSOR_QOS)
         self.pub_map = self.create_publisher(MarkerArray, c.TOPIC_MAP_MARKERS, c.LATCHED_QOS)
         self.pub_map.publish(conv.world_to_markers(self.world, 0.0, cfg.map_frame))
         self.tf = c.tf_broadcaster(self)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self._last_wall: Optional[float] = None
         self._carry_s = 0.0  # sim time due but not yet stepped (less than one dynamics step)
-        self._grant: Optional[float] = None  # lockstep: sim time the planner allows (None = not engaged)
-        self._blocked_since: Optional[float] = None  # wall time the simulator reached the grant
-        self._lockstep_wait_s = 0.0  # wall time spent waiting for the planner, s
-        self._setpoint_stamp: Optional[float] = None  # newest setpoint header stamp, s (sim time)
-        self._setpoint_lockstep = cfg.lockstep_step_s > 0  # off after a setpoint timeout
-        self._waiting_for = ""
+        self.lockstep = LockstepBarrier(cfg.lockstep_participants, cfg.lockstep_start_on_goal,
+                                        cfg.lockstep_fault_timeout_s) if cfg.lockstep else None
         self._at_limit = False  # the last step was cut short by lockstep
-        self.create_subscription(ClockMsg, c.TOPIC_LOCKSTEP, self._on_lockstep, c.CLOCK_QOS)
+        self._resent_wall = -math.inf  # wall time /clock was last re-sent while waiting
+        self._odom_ns = NONE_NS  # stamps of the newest odometry / frame published
+        self._frame_ns = NONE_NS
+        self.pub_manifest = self.create_publisher(DiagnosticStatus, ls.TOPIC_MANIFEST, ls.LOCKSTEP_QOS)
+        self.create_subscription(DiagnosticStatus, ls.TOPIC_REPORT, self._on_report, ls.LOCKSTEP_SUB_QOS)
+        self._publish_manifest()
         self._publish_clock(0.0)
         self._step_timer = self.create_timer(cfg.step_period_s, self._step, clock=self._wall)
         pace = "as fast as possible" if cfg.real_time_factor == 0 else f"x{cfg.real_time_factor:g} real time"
         self.log.info(f"embedded simulator: world {self.world_path} ({len(self.world.obstacles)} obstacles), "
                       f"start {start.tolist()}, {cfg.vehicle}, {pace}"
-                      f"{', lockstep with the planner' if cfg.lockstep else ''}")
+                      + (f", lockstep with {', '.join(cfg.lockstep_participants)}"
+                         + (" from the first goal" if cfg.lockstep_start_on_goal else "") if cfg.lockstep else ""))
 
     def _publish_clock(self, t: float) -> None:
         self.pub_clock.publish(ClockMsg(clock=conv.seconds_to_stamp(t)))
+
+    def _publish_manifest(self) -> None:
+        if self.lockstep is not None:
+            manifest = StepManifest(t_ns=seconds_to_ns(self.sim.t), odom_ns=self._odom_ns, frame_ns=self._frame_ns)
+            self.pub_manifest.publish(ls.to_msg(self.get_name(), manifest))
 
     def _step(self) -> None:
         cfg = self.params.config
@@ -240,24 +261,31 @@ class SimBridge(Node):
         self._carry_s = min(self._carry_s + want, cfg.max_step_s)
         n = int(math.floor(self._carry_s / self.sim.dt + 1e-6))
         allowed = self._lockstep_allowance(wall)
-        if allowed is not None and cfg.lockstep_step_s > 0:
-            # whole steps on the grid only: the setpoints and ticks of a lockstep flight fall on the
-            # same sim times at any pace
-            q = cfg.lockstep_step_s
-            boundary = (math.floor(self.sim.t / q + 1e-6) + 1) * q
-            whole = self.sim.steps_until(boundary)
-            n = whole if n >= whole else 0
         self._at_limit = allowed is not None and allowed <= n
         if self._at_limit:
             n = allowed  # the rest stays due (at most max_step_s): caught up once lockstep allows
         self._carry_s = max(self._carry_s - n * self.sim.dt, 0.0)
         if n <= 0:
+            if self._at_limit and wall - self._resent_wall >= RESEND_CLOCK_S:
+                # waiting: re-send the clock (a node that missed it, or restarted, needs one), and
+                # before the start the odometry of the start (a mission sends its goal once it
+                # sees the vehicle; the simulator may be waiting for that goal)
+                self._resent_wall = wall
+                if not self.lockstep.started:
+                    state = self.sim.state()
+                    self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
+                    self._odom_ns = seconds_to_ns(state.t)
+                    self._publish_manifest()
+                self._publish_clock(self.sim.t)
             return
+        if self.lockstep is not None:
+            self.lockstep.advanced(wall)
         out = self.sim.advance_steps(n)
         for text in out.events:
             self._event(text)
         for state in out.odometry:
             self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
+            self._odom_ns = seconds_to_ns(state.t)
         if out.odometry and self.tf is not None:
             self.tf(out.odometry[-1], cfg.map_frame, cfg.base_frame)
         for frame in out.frames:
@@ -266,81 +294,65 @@ class SimBridge(Node):
                 self.pub_depth.publish(conv.depth_to_image(frame.depth, frame.t, cfg.camera_frame))
             if cfg.publish_cloud and frame.points is not None:
                 self.pub_cloud.publish(conv.points_to_cloud(frame.points, frame.t, cfg.map_frame))
-        # the clock last: a node whose timer this wakes already has the odometry and frames of now
+            if cfg.publish_depth or (cfg.publish_cloud and frame.points is not None):
+                self._frame_ns = seconds_to_ns(frame.t)
+        # the manifest, then the clock: a node woken by the clock knows which data of now to wait for
+        self._publish_manifest()
         self._publish_clock(self.sim.t)
 
     # -- lockstep --------------------------------------------------------------------------------
     def _lockstep_state(self) -> str:
-        if not self.params.config.lockstep:
+        b = self.lockstep
+        if b is None:
             return "off"
-        if self._grant is None:
-            return "free (no planner report)" if self.counters["lockstep_timeouts"] == 0 else \
-                "free (planner timed out; waiting for it to report again)"
-        if self._blocked_since is not None:
-            return f"waiting for the {self._waiting_for}"
-        return "engaged" + ("" if self._setpoint_lockstep else " (planner only)")
+        if b.fault:
+            return "fault"
+        on = b.waiting_for()
+        return f"waiting for {on}" if on else ("engaged" if b.started else "starting")
 
     def _lockstep_allowance(self, wall: float) -> Optional[int]:
-        """Dynamics steps lockstep allows now (None = no limit: lockstep off or not engaged)."""
-        cfg = self.params.config
-        if not cfg.lockstep or self._grant is None:
+        """Dynamics steps lockstep allows now (None = no limit: lockstep off)."""
+        b = self.lockstep
+        if b is None:
             return None
-        who, limit = "planner", self._grant
-        if self._setpoint_lockstep and self._setpoint_stamp is not None \
-                and self._setpoint_stamp + cfg.lockstep_step_s < limit:
-            who, limit = "setpoints", self._setpoint_stamp + cfg.lockstep_step_s
-        n = self.sim.steps_until(limit)
+        now_ns = seconds_to_ns(self.sim.t)
+        limit, on = b.limit_ns(now_ns)
+        if limit is None:
+            return None
+        n = self.sim.steps_until(limit * 1e-9) if limit > now_ns else 0
         if n > 0:
-            self._end_wait(wall)
             return n
-        if self._blocked_since is None or self._waiting_for != who:
-            self._end_wait(wall)
-            self._blocked_since, self._waiting_for = wall, who
-            if who == "planner":
-                self.counters["lockstep_waits"] += 1
-            return 0
-        waited = wall - self._blocked_since
-        if waited < cfg.lockstep_timeout_s:
-            return 0
-        self.counters["lockstep_timeouts"] += 1
-        self._end_wait(wall)
-        if who == "planner":
-            self._event(f"lockstep: the planner asked for sim time up to {self._grant:.3f} s and has not reported "
-                        f"for {waited:.2f} s wall (lockstep_timeout_s = {cfg.lockstep_timeout_s:g}); running free "
-                        f"until it reports again ({self.counters['lockstep_timeouts']} timeouts so far)")
-            self._grant = None
-            return None
-        self._setpoint_lockstep = False
-        self._event(f"lockstep: no setpoint newer than {self._setpoint_stamp:.3f} s for {waited:.2f} s wall "
-                    f"(lockstep_step_s = {cfg.lockstep_step_s:g} must be a multiple of the setpoint period); no "
-                    f"longer waiting for setpoints, still for the planner")
-        return self._lockstep_allowance(wall)
+        had_fault = bool(b.fault)
+        if b.blocked(wall, on) and not had_fault:
+            self.counters["lockstep_faults"] += 1
+            self.log.error(f"lockstep fault at sim time {self.sim.t:.3f} s: {b.fault}; the simulation is stopped")
+            self._publish_status()
+        return 0
 
-    def _end_wait(self, wall: float) -> None:
-        if self._blocked_since is not None:
-            self._lockstep_wait_s += wall - self._blocked_since
-            self._blocked_since = None
-
-    def _setpoint_arrived(self, msg: MultiDOFJointTrajectory) -> None:
-        t = conv.stamp_to_seconds(msg.header.stamp)
-        if math.isfinite(t) and (self._setpoint_stamp is None or t > self._setpoint_stamp):
-            self._setpoint_stamp = t
-            if self._at_limit:
-                self._step()  # resume at once rather than at the next timer tick
-
-    def _on_lockstep(self, msg: ClockMsg) -> None:
-        t = conv.stamp_to_seconds(msg.clock)
-        if not self.params.config.lockstep or self.sim is None:
-            return
-        if not (math.isfinite(t) and t >= 0.0):
-            if self.throttle("lockstep"):
-                self.log.warning(f"lockstep report refused: time {t!r} s")
-            return
-        if self._grant is None:
-            self.log.info(f"lockstep engaged at sim time {self.sim.t:.3f} s: the planner paces the simulation")
-        self._grant = t
+    def _resume(self) -> None:
         if self._at_limit:
             self._step()  # resume at once rather than at the next timer tick
+
+    def _on_report(self, msg: DiagnosticStatus) -> None:
+        if self.lockstep is None or self.sim is None:
+            return
+        try:
+            report = ls.report_from_msg(msg)
+        except ValueError as exc:
+            self.counters["bad_lockstep_reports"] += 1
+            if self.throttle("lockstep"):
+                self.log.warning(f"lockstep report refused: {exc}")
+            return
+        if report.name not in self.lockstep.reports:
+            self.log.info(f"lockstep: {report.name} reports (next tick at {report.next_ns * 1e-9:.3f} s)")
+        self.lockstep.saw_report(report)
+        self._resume()
+
+    def _setpoint_arrived(self, msg: MultiDOFJointTrajectory) -> None:
+        if self.lockstep is None:
+            return
+        self.lockstep.saw_setpoint()  # read or refused, it was sent: counted
+        self._resume()
 
     def _event(self, text: str) -> None:
         self.events.append(text)
@@ -456,9 +468,14 @@ class SimBridge(Node):
                        ("collision", self.sim.monitor.collided),
                        ("min_clearance_m", f"{self.sim.monitor.min_clearance_m:.3f}"),
                        ("position", ",".join(f"{v:.3f}" for v in s.position)), ("world", self.world_path),
-                       ("out_of_bounds", self.sim.out_of_bounds), ("lockstep", self._lockstep_state()),
-                       ("lockstep_grant_s", "none" if self._grant is None else f"{self._grant:.3f}"),
-                       ("lockstep_wait_wall_s", f"{self._lockstep_wait_s + (time.monotonic() - self._blocked_since if self._blocked_since is not None else 0.0):.3f}")]
+                       ("out_of_bounds", self.sim.out_of_bounds), ("lockstep", self._lockstep_state())]
+            b = self.lockstep
+            if b is not None:
+                values += [("lockstep_waits", b.waits), ("lockstep_wait_wall_s", f"{b.wait_wall_s:.3f}"),
+                           ("lockstep_participants", ",".join(sorted(b.reports)) or "none")]
+                if b.fault:
+                    level, message = "error", f"lockstep fault: {b.fault}"
+                    values.append(("lockstep_fault", b.fault))
             stamp = self.sim.t
         else:
             level = "ok" if self.gz_state is not None else "warn"

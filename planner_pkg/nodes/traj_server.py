@@ -13,6 +13,12 @@ each logged once when it starts:
 Before any trajectory it streams zero-velocity setpoints (hover in place, no position target). A trajectory message that cannot be
 read (no points, NaN/inf positions, times not increasing, wrong frame) is dropped with a log line
 and the previous one is kept. All times are on the ROS clock (sim time under ``use_sim_time``).
+
+Simulation lockstep (under ``use_sim_time`` with ``lockstep_report``, see
+``planner_pkg/nodes/lockstep.py``): a tick due at sim time ``T`` runs once the odometry of ``T``
+has arrived and every planner has finished its ticks due by ``T`` and its trajectories are in;
+each tick then reports the next one and the stamp of the setpoint it sent, and the simulator
+advances only once it holds that setpoint.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes.lockstep import LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters
 from planner_pkg.nodes.sampled_trajectory import SampledTrajectory, wrap_angle
 from planner_pkg.types import Setpoint, VehicleState
@@ -53,6 +60,9 @@ class TrajServerConfig:
                                                           "description": "hover when odometry is older, s"})
     status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
     frame_id: str = field(default=conv.MAP_FRAME, metadata={"description": "world frame of the setpoints"})
+    lockstep_report: bool = field(default=True, metadata={"read_only": True, "description":
+                                  "under use_sim_time: be a lockstep participant (wait for the planners' "
+                                  "trajectories of each instant, report every tick and setpoint)"})
 
 
 class YawLimiter:
@@ -95,20 +105,29 @@ class TrajServer(Node):
         self.last_setpoint: Optional[Setpoint] = None
         self.last_tick: Optional[float] = None
         self.counters = {"bad_trajectory": 0, "bad_odom": 0, "setpoints": 0}
+        self.lockstep = LockstepParticipant(self, cfg.lockstep_report, frames=False,
+                                            setpoints=True, follows_planners=True)
         self.pub_setpoint = self.create_publisher(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, c.SETPOINT_QOS)
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
         self.create_subscription(MultiDOFJointTrajectory, c.TOPIC_TRAJECTORY, self._on_trajectory, c.TRAJECTORY_QOS)
         self.create_subscription(Odometry, c.TOPIC_ODOM, self._on_odom, c.ODOM_QOS)
-        self._timer = self.create_timer(1.0 / cfg.rate_hz, self._tick)
+        self._timer = self.lockstep.create_timer(1.0 / cfg.rate_hz, self._tick)
         self.create_timer(1.0 / cfg.status_rate_hz, self._publish_status)
 
     def _config_changed(self, cfg: TrajServerConfig) -> None:
         self.yaw.max_rate = cfg.max_yaw_rate_rad_s
-        self.destroy_timer(self._timer)
-        self._timer = self.create_timer(1.0 / cfg.rate_hz, self._tick)
+        self.lockstep.destroy_timer(self._timer)
+        self._timer = self.lockstep.create_timer(1.0 / cfg.rate_hz, self._tick)
+        self.lockstep.report()  # a new period: tell a waiting simulator
 
     # -- inputs ----------------------------------------------------------------------------------
     def _on_trajectory(self, msg: MultiDOFJointTrajectory) -> None:
+        try:
+            self._take_trajectory(msg)
+        finally:
+            self.lockstep.saw_trajectory()  # taken or refused: not to be waited for
+
+    def _take_trajectory(self, msg: MultiDOFJointTrajectory) -> None:
         try:
             traj = conv.msg_to_trajectory(msg)
         except ValueError as exc:
@@ -129,8 +148,10 @@ class TrajServer(Node):
             self.counters["bad_odom"] += 1
             if self.throttle("odom"):
                 self.log.warning(f"odometry dropped ({self.counters['bad_odom']} so far): {exc}")
-            return
-        self.odom_received = c.now_s(self)
+        else:
+            self.odom_received = c.now_s(self)
+        finally:
+            self.lockstep.saw_odom(msg.header.stamp)
 
     # -- holding ---------------------------------------------------------------------------------
     def _hold_at(self, position, yaw: float, reason: str) -> None:
@@ -156,7 +177,9 @@ class TrajServer(Node):
             return
         self.last_setpoint = setpoint
         self.counters["setpoints"] += 1
-        self.pub_setpoint.publish(conv.setpoint_to_msg(setpoint, max(now, 0.0), cfg.frame_id))
+        msg = conv.setpoint_to_msg(setpoint, max(now, 0.0), cfg.frame_id)
+        self.pub_setpoint.publish(msg)
+        self.lockstep.published_setpoint()
 
     def _reference(self, now: float, dt: float, cfg: TrajServerConfig) -> Optional[Setpoint]:
         if self.state is None:
@@ -219,7 +242,8 @@ class TrajServer(Node):
         level = "ok" if self.mode in ("tracking", "trajectory ended") else "warn"
         if self.mode in ("waiting for odometry", "no trajectory"):
             level = "ok"
-        values = [("mode", self.mode), ("hold_reason", self.hold_reason or "none")] + list(self.counters.items())
+        values = [("mode", self.mode), ("hold_reason", self.hold_reason or "none")] + list(self.counters.items()) \
+            + self.lockstep.status_values()
         if self.trajectory is not None:
             values.append(("trajectory_end_s", f"{self.trajectory.t_end:.3f}"))
         self.pub_status.publish(conv.make_status(self.get_name(), level, self.mode, values, now))

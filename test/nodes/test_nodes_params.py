@@ -9,22 +9,12 @@ from planner_pkg.nodes.params import ParameterConfigError, build_config, flatten
 from planner_pkg.nodes.planner_node import PlannerNodeConfig, PlannerNode
 from planner_pkg.nodes.sim_bridge import SimBridgeConfig
 from planner_pkg.nodes.traj_server import TrajServer, TrajServerConfig
+from planner_pkg.nodes.policy_node import PolicyNodeConfig
+from planner_pkg.planning.ego_planner import EgoConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE_CONFIGS = {"sim_bridge": [(SimBridgeConfig, "")], "traj_server": [(TrajServerConfig, "")],
-                "planner": [(PlannerNodeConfig, "")]}
-try:
-    from planner_pkg.nodes.policy_node import PolicyNodeConfig
-
-    NODE_CONFIGS["policy"] = [(PolicyNodeConfig, "")]
-except ImportError:  # pragma: no cover
-    pass
-try:
-    from planner_pkg.planning.ego_planner import EgoConfig
-
-    NODE_CONFIGS["planner"].append((EgoConfig, "ego."))
-except ImportError:  # pragma: no cover - before the EGO planner lands
-    EgoConfig = None
+                "planner": [(PlannerNodeConfig, ""), (EgoConfig, "ego.")], "policy": [(PolicyNodeConfig, "")]}
 
 
 def test_specs_cover_fields_with_types_ranges_and_descriptions():
@@ -52,7 +42,6 @@ def test_build_config_refuses_with_a_reason_naming_the_parameter():
         build_config(PlannerNodeConfig, specs, {"max_velocity": 2.0})
 
 
-@pytest.mark.skipif(EgoConfig is None, reason="EGO planner not installed")
 def test_ego_parameters_are_validated_by_egoconfig():
     specs = param_specs(EgoConfig, prefix="ego.")
     names = {s.name for s in specs}

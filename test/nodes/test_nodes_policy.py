@@ -35,7 +35,6 @@ from planner_pkg.world import load_world
 ROOT = Path(__file__).resolve().parents[2]
 G = 9.81
 MODEL = default_model_path()
-pytestmark = pytest.mark.skipif(MODEL is None, reason="this installation ships no trained policy")
 
 FENCE = [Parameter("geofence_min_m", value=[-5.0, -5.0, 0.0]), Parameter("geofence_max_m", value=[5.0, 20.0, 5.0])]
 # generous timeouts: the probe's 50 Hz odometry shares two loaded cores with the node
@@ -296,71 +295,88 @@ def test_sim_yaml_policy_block_matches_the_declared_parameters():
 # simulation lockstep (planning/lockstep) and the hardware parameter files
 # ---------------------------------------------------------------------------------------------
 PERIOD_NS = int(1.0 / 15.0 * 1e9)  # rate_hz 15, as rclpy rounds a timer's period
+RESEND_NS = int(1.0 / 50.0 * 1e9)  # setpoint_rate_hz 50
 HARDWARE_YAMLS = ("hardware.yaml", "hardware_px4.yaml", "hardware_ardupilot.yaml")
 
 
 class FakeLockstepSim:
-    """Plays a lockstep simulator: publishes /clock and records planning/lockstep reports (ns)."""
+    """Plays a lockstep simulator: publishes step manifests and /clock, records the participants'
+    reports (planner_pkg.sim.lockstep.ParticipantReport)."""
 
     def __init__(self, ros):
+        from diagnostic_msgs.msg import DiagnosticStatus
         from rosgraph_msgs.msg import Clock as ClockMsg
 
+        from planner_pkg.nodes import lockstep as ls
+
+        self.ls = ls
         self.msg_type = ClockMsg
         self.node = n = ros.node("fake_lockstep_sim")
         self.reports = []
-        n.create_subscription(ClockMsg, c.TOPIC_LOCKSTEP, self._on_report, c.CLOCK_QOS)
+        n.create_subscription(DiagnosticStatus, ls.TOPIC_REPORT, self._on_report, ls.LOCKSTEP_SUB_QOS)
         self.pub_clock = n.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
+        self.pub_manifest = n.create_publisher(DiagnosticStatus, ls.TOPIC_MANIFEST, ls.LOCKSTEP_QOS)
+        self.pub_odom = n.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
 
     def _on_report(self, msg):
-        self.reports.append(msg.clock.sec * 1_000_000_000 + msg.clock.nanosec)
+        self.reports.append(self.ls.report_from_msg(msg))
 
-    def clock(self, t_ns: int) -> None:
+    def step(self, t_ns: int, odom_ns: int = -1) -> None:
+        """The simulator reached ``t_ns``: manifest (naming odometry of ``odom_ns``), then the clock."""
+        from planner_pkg.sim.lockstep import StepManifest
+
+        self.pub_manifest.publish(self.ls.to_msg("sim_bridge", StepManifest(t_ns=int(t_ns), odom_ns=int(odom_ns))))
         msg = self.msg_type()
         msg.clock.sec, msg.clock.nanosec = divmod(int(t_ns), 1_000_000_000)
         self.pub_clock.publish(msg)
 
+    def odom(self, t_ns: int) -> None:
+        self.pub_odom.publish(conv.state_to_odometry(VehicleState.at_rest(np.asarray(START), 0.0, t=t_ns * 1e-9),
+                                                     "map", "base_link"))
+
     def report_after(self, t_ns: int, timeout_s: float = 5.0):
-        """The newest report later than ``t_ns`` (waiting for it), or None."""
-        ok = wait_for(lambda: self.reports and self.reports[-1] > t_ns, timeout_s)
+        """The newest report whose next tick is later than ``t_ns`` (waiting for it), or None."""
+        ok = wait_for(lambda: self.reports and self.reports[-1].next_ns > t_ns, timeout_s)
         return self.reports[-1] if ok else None
 
 
 def test_reports_lockstep_under_sim_time_on_every_tick(ros):
-    """Under use_sim_time the node reports, after every network tick - here ticks that fly nothing
-    (no odometry) - the sim time of its next tick; a simulator that only ever advances the clock to
-    the reported time keeps the node ticking (no deadlock) on its own 15 Hz grid."""
+    """Under use_sim_time the node is a lockstep participant: it reports when it joins and, after
+    every tick (here ticks that fly nothing: no goal yet), the sim time of its next one - on its
+    15 Hz network grid or its 50 Hz re-send grid - so a simulator that only ever advances to the
+    reported time keeps it ticking; a tick whose odometry the manifest names waits for it."""
     sim = FakeLockstepSim(ros)
     node = ros.add(PolicyNode(context=ros.context, parameter_overrides=FENCE + [
         Parameter("use_sim_time", value=True)]))
-    assert node._lockstep_reporting() and node.lockstep.publisher is not None
+    assert node._lockstep_reporting() and node.lockstep.active
     assert wait_for(lambda: sim.pub_clock.get_subscription_count() > 0
-                    and sim.node.count_publishers(c.TOPIC_LOCKSTEP) == 1, 15.0), "no DDS match"
-    t = 1_000_000_000
-    sim.clock(t)
-    grants = []
-    for _ in range(10):  # lockstep: the clock goes exactly to each reported time, never beyond
+                    and sim.node.count_publishers(sim.ls.TOPIC_REPORT) == 1, 15.0), "no DDS match"
+    sim.step(0)
+    first = sim.report_after(-1)
+    assert first is not None and first.name == "policy" and first.goals == 0 and first.setpoints == 0
+    t, grants = 0, []
+    for _ in range(12):  # lockstep: the clock goes exactly to each reported time, never beyond
         r = sim.report_after(t)
         assert r is not None, f"no lockstep report after sim time {t} ns (reports {sim.reports[-3:]})"
-        assert r - t <= PERIOD_NS + 1, (r, t)  # the next tick, never further
-        grants.append(r)
-        t = r
-        sim.clock(t)
-    steps = np.diff(grants)
-    assert (np.abs(steps - PERIOD_NS) <= 1).all(), f"reports not on the 15 Hz tick grid: {steps.tolist()}"
-    assert node.mode == "waiting for odometry" and node.counters["steps"] == 0  # ticks that flew nothing
-    # switched off at runtime: no more reports (the node still ticks on the clock it is given)
-    assert node.set_parameters([Parameter("lockstep_report", value=False)])[0].successful
-    assert not node._lockstep_reporting()
-    n = len(sim.reports)
-    for _ in range(5):
-        t += PERIOD_NS
-        sim.clock(t)
-        time.sleep(0.05)
-    time.sleep(0.3)
-    assert len(sim.reports) == n, "reports while lockstep_report is false"
-    # on again: a waiting simulator hears the next tick at once (the change itself reports)
-    assert node.set_parameters([Parameter("lockstep_report", value=True)])[0].successful
+        assert r.next_ns - t <= 20_000_000, (r, t)  # the next tick (the 50 Hz re-send), never further
+        grants.append(r.next_ns)
+        t = r.next_ns
+        sim.odom(t)
+        sim.step(t, odom_ns=t)
+    assert all(g % PERIOD_NS == 0 or g % RESEND_NS == 0 for g in grants), grants
+    assert any(g % PERIOD_NS == 0 for g in grants) and any(g % RESEND_NS == 0 for g in grants), grants
+    assert wait_for(lambda: node.mode == "no goal", 5.0), node.mode  # it ticked: hovering, no goal
+    # the manifest names odometry that has not come: the tick due now waits, and runs when it comes
+    last = sim.report_after(t)  # the answer to the loop's last step
+    assert last is not None
+    n, t = len(sim.reports), last.next_ns
+    sim.step(t, odom_ns=t)
+    time.sleep(0.5)
+    assert len(sim.reports) == n and node.lockstep.waiting == "odometry", node.lockstep.waiting
+    sim.odom(t)
     assert sim.report_after(t) is not None
+    # which role it plays is fixed at start-up
+    assert not node.set_parameters([Parameter("lockstep_report", value=False)])[0].successful
 
 
 @pytest.mark.parametrize("name", HARDWARE_YAMLS)
@@ -373,18 +389,15 @@ def test_no_lockstep_reports_on_wall_time_with_the_hardware_parameters(ros, name
     sim = FakeLockstepSim(ros)
     node = ros.add(PolicyNode(context=ros.context, parameter_overrides=[Parameter(k, value=v)
                                                                          for k, v in flat.items()]))
-    assert node.lockstep.publisher is None and not node._lockstep_reporting()
+    assert not node.lockstep.active and not node._lockstep_reporting()
     assert node.params.config.max_speed_mps <= 2.0 and node.planner.speed_mps <= 2.0
-    # also with lockstep_report true, wall time never reports
-    assert node.set_parameters([Parameter("lockstep_report", value=True)])[0].successful
-    assert not node._lockstep_reporting()
     statuses = []
     sim.node.create_subscription(DiagnosticArray, c.TOPIC_STATUS,
                                  lambda m: statuses.append(conv.status_values(m)), c.STATUS_QOS)
     assert wait_for(lambda: any(s.get("name") == "policy" for s in statuses), 10.0)
     time.sleep(0.5)  # several 15 Hz ticks
-    assert sim.reports == [] and sim.node.count_publishers(c.TOPIC_LOCKSTEP) == 0
-    assert [s["lockstep_report"] for s in statuses if s.get("name") == "policy"][-1] == "False"
+    assert sim.reports == [] and sim.node.count_publishers(sim.ls.TOPIC_REPORT) == 0
+    assert [s["lockstep"] for s in statuses if s.get("name") == "policy"][-1] == "off"
 
 
 def test_hardware_yamls_policy_blocks_match_and_stay_inside_the_bridge_limits():
@@ -535,16 +548,9 @@ def test_bringup_sim_policy_in_lockstep_at_max_and_3x(ros, tmp_path, rtf):
         assert speed <= 4.0 * 1.25, f"speed {speed:.2f} m/s over the 4 m/s guard (sim.yaml max_speed_mps)"
         result = json.loads(summary.read_text())
         assert result["reached"] and not result["collided"], result
-        # paced by the policy, and the simulator never had to give up waiting for it or its setpoints
-        assert "lockstep reports on planning/lockstep" in output and "lockstep engaged" in output, output[-3000:]
-        assert "has not reported" not in output and "no setpoint newer than" not in output, output[-3000:]
-        # the status says the same where this test's subscriber was discovered in time (the flight
-        # lasts ~2 s wall at max speed; on a loaded box DDS discovery can take longer than that, so
-        # the log above, where the sim_bridge writes every lockstep timeout, is what decides)
-        assert all(s["lockstep_timeouts"] == "0" for s in bridge_status), bridge_status[-1]
-        assert not bridge_status or any(s["lockstep"] in ("engaged", "waiting for the planner",
-                                                          "waiting for the setpoints") for s in bridge_status), \
-            [s["lockstep"] for s in bridge_status]
+        # paced by the policy (it reported and sim time waited for it), and never a lockstep fault
+        assert "lockstep: policy reports" in output and "lockstep fault" not in output, output[-3000:]
+        assert all(s["lockstep_faults"] == "0" and s["lockstep"] != "fault" for s in bridge_status), bridge_status[-1]
         print(f"\nbringup sim --planner policy --real-time-factor {rtf}: reached in {result['time_s']:.2f} sim s "
               f"({wall:.1f} s wall for the whole bringup), min clearance {clearance:.3f} m, max speed {speed:.2f} m/s; "
               f"{len(bridge_status)} sim_bridge status messages seen")
