@@ -7,9 +7,12 @@ nav_msgs definition: the pose is in ``header.frame_id`` (map), the twist in ``ch
 (PX4 convention), also a missing ``transforms``/``velocities``/``accelerations`` list.
 
 Every ``*_to_*`` reader validates what it reads and raises ``ValueError`` saying what was wrong,
-so a node can log one line and carry on. Arrays are converted without Python loops per point
-(``np.frombuffer`` over the message bytes); trajectories loop per sample, which is bounded by the
-publisher (at most a few hundred samples).
+so a node can log one line and carry on: NaN/inf, magnitudes outside the flight envelope
+(:class:`planner_pkg.envelope.FlightEnvelope`: odometry at 1e300 m, a trajectory at 1e30 m/s) and
+a frame other than the one expected (``map`` / ``base_link`` unless the caller names another;
+``None`` skips the check, for a bridge that re-labels a foreign frame itself). Arrays are
+converted without Python loops per point (``np.frombuffer`` over the message bytes);
+trajectories loop per sample, which is bounded by the publisher (at most a few hundred samples).
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from std_msgs.msg import ColorRGBA
 from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectoryPoint
 from visualization_msgs.msg import Marker, MarkerArray
 
+from planner_pkg.envelope import DEFAULT_ENVELOPE, FlightEnvelope
 from planner_pkg.nodes.sampled_trajectory import SampledTrajectory
 from planner_pkg.types import Setpoint, VehicleState, quaternion_from_yaw, quaternion_to_matrix, yaw_from_quaternion
 
@@ -34,6 +38,12 @@ MAP_FRAME = "map"
 BODY_FRAME = "base_link"
 
 _NAN3 = (math.nan, math.nan, math.nan)
+
+
+def _check_frame(what: str, frame: str, expected: Optional[str]) -> None:
+    """``frame`` must be ``expected`` (or ``/expected``, or empty = unspecified); None = any."""
+    if expected is not None and frame not in ("", expected, "/" + expected):
+        raise ValueError(f"{what} is in frame {frame!r}; only {expected!r} is accepted (no tf here)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,8 +97,15 @@ def state_to_odometry(state: VehicleState, frame_id: str = MAP_FRAME, child_fram
     return msg
 
 
-def odometry_to_state(msg: Odometry) -> VehicleState:
-    """nav_msgs/Odometry -> VehicleState (world velocity). ValueError on NaN/inf or a zero quaternion."""
+def odometry_to_state(msg: Odometry, frame_id: Optional[str] = MAP_FRAME, child_frame_id: Optional[str] = BODY_FRAME,
+                      envelope: FlightEnvelope = DEFAULT_ENVELOPE) -> VehicleState:
+    """nav_msgs/Odometry -> VehicleState (world velocity).
+
+    ValueError on NaN/inf, a zero quaternion, a pose frame other than ``frame_id`` / twist frame
+    other than ``child_frame_id`` (None = any), or a position, speed or body rate outside
+    ``envelope``."""
+    _check_frame("odometry pose", msg.header.frame_id, frame_id)
+    _check_frame("odometry twist (child_frame_id)", msg.child_frame_id, child_frame_id)
     pose, twist = msg.pose.pose, msg.twist.twist
     values = (
         pose.position.x, pose.position.y, pose.position.z,
@@ -98,9 +115,12 @@ def odometry_to_state(msg: Odometry) -> VehicleState:
     )
     if not all(math.isfinite(v) for v in values):
         raise ValueError(f"odometry contains NaN/inf: position/orientation/twist = {[round(v, 3) for v in values]}")
+    envelope.check_position("odometry position", values[0:3])
+    envelope.check_speed("odometry velocity", values[7:10])  # a rotation keeps the norm
+    envelope.check_rate("odometry angular velocity", values[10:13])
     q = values[3:7]
-    if sum(c * c for c in q) < 1e-12:
-        raise ValueError("odometry orientation is a zero quaternion")
+    if max(abs(c) for c in q) < 1e-6 or max(abs(c) for c in q) > 1e6:
+        raise ValueError(f"odometry orientation {list(q)} is not a usable quaternion (norm ~0 or huge)")
     n = math.sqrt(sum(c * c for c in q))
     q = tuple(c / n for c in q)
     R = quaternion_to_matrix(q)
@@ -232,8 +252,10 @@ def image_to_depth(msg: Image) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # goals
 # ---------------------------------------------------------------------------------------------
-def pose_to_goal(msg: PoseStamped, expected_frame: str = MAP_FRAME) -> np.ndarray:
-    """PoseStamped -> goal position (3,) m. ValueError for NaN/inf or another frame (no tf here)."""
+def pose_to_goal(msg: PoseStamped, expected_frame: str = MAP_FRAME,
+                 envelope: FlightEnvelope = DEFAULT_ENVELOPE) -> np.ndarray:
+    """PoseStamped -> goal position (3,) m. ValueError for NaN/inf, another frame (no tf here) or
+    a position outside the flight envelope."""
     frame = msg.header.frame_id
     if frame not in ("", expected_frame, "/" + expected_frame):
         raise ValueError(f"goal is in frame {frame!r}; only {expected_frame!r} goals are accepted")
@@ -241,6 +263,7 @@ def pose_to_goal(msg: PoseStamped, expected_frame: str = MAP_FRAME) -> np.ndarra
     goal = np.array([p.x, p.y, p.z], dtype=np.float64)
     if not np.isfinite(goal).all():
         raise ValueError(f"goal position contains NaN/inf: {goal.tolist()}")
+    envelope.check_position("goal position", goal.tolist())
     return goal
 
 
@@ -297,20 +320,31 @@ def _yaw_of(rotation) -> float:
     return yaw_from_quaternion(q)
 
 
-def _point_fields(pt: MultiDOFJointTrajectoryPoint):
+def _point_fields(pt: MultiDOFJointTrajectoryPoint, envelope: FlightEnvelope, what: str):
+    """(pos, vel, acc, yaw, yaw_rate) of one point; NaN = unused. ValueError outside ``envelope``
+    (inf is refused later, by the Setpoint / SampledTrajectory finiteness checks)."""
     pos = _vec(pt.transforms[0].translation) if pt.transforms else _NAN3
     yaw = _yaw_of(pt.transforms[0].rotation) if pt.transforms else math.nan
     vel = _vec(pt.velocities[0].linear) if pt.velocities else _NAN3
     yaw_rate = float(pt.velocities[0].angular.z) if pt.velocities else math.nan
     acc = _vec(pt.accelerations[0].linear) if pt.accelerations else _NAN3
+    envelope.check_position(f"{what} position", pos)
+    envelope.check_speed(f"{what} velocity", vel)
+    envelope.check_accel(f"{what} acceleration", acc)
+    envelope.check_rate(f"{what} yaw rate", (yaw_rate,))
     return pos, vel, acc, yaw, yaw_rate
 
 
-def msg_to_setpoint(msg: MultiDOFJointTrajectory) -> Setpoint:
-    """First point of a MultiDOFJointTrajectory -> Setpoint. ValueError on partial NaN, inf or no point."""
+def msg_to_setpoint(msg: MultiDOFJointTrajectory, frame_id: Optional[str] = None,
+                    envelope: FlightEnvelope = DEFAULT_ENVELOPE) -> Setpoint:
+    """First point of a MultiDOFJointTrajectory -> Setpoint.
+
+    ValueError on partial NaN, inf, no point, a magnitude outside ``envelope`` or, when
+    ``frame_id`` is given, another frame (the bridges check their configured frame themselves)."""
+    _check_frame("setpoint", msg.header.frame_id, frame_id)
     if not msg.points:
         raise ValueError("setpoint message has no points")
-    pos, vel, acc, yaw, yaw_rate = _point_fields(msg.points[0])
+    pos, vel, acc, yaw, yaw_rate = _point_fields(msg.points[0], envelope, "setpoint")
     return Setpoint(pos, vel, acc, yaw=yaw, yaw_rate=yaw_rate)
 
 
@@ -338,26 +372,28 @@ def trajectory_to_msg(traj: SampledTrajectory, stamp_s: float, frame_id: str = M
     return msg
 
 
-def msg_to_trajectory(msg: MultiDOFJointTrajectory) -> SampledTrajectory:
+def msg_to_trajectory(msg: MultiDOFJointTrajectory, frame_id: Optional[str] = MAP_FRAME,
+                      envelope: FlightEnvelope = DEFAULT_ENVELOPE) -> SampledTrajectory:
     """MultiDOFJointTrajectory -> SampledTrajectory (absolute times). ValueError if unusable.
 
     Every point needs a finite position; velocities/accelerations that are missing or all NaN
     count as zero (the position samples are then interpolated piecewise-cubically with zero
-    slopes, so send velocities for smooth tracking).
+    slopes, so send velocities for smooth tracking). Positions, velocities, accelerations, yaw
+    rates and ``time_from_start`` must lie inside ``envelope``; the frame must be ``frame_id``.
     """
     if not msg.points:
         raise ValueError("trajectory message has no points")
-    frame = msg.header.frame_id
-    if frame not in ("", MAP_FRAME, "/" + MAP_FRAME):
-        raise ValueError(f"trajectory is in frame {frame!r}; only {MAP_FRAME!r} is accepted (no tf here)")
+    _check_frame("trajectory", msg.header.frame_id, frame_id)
     t0 = stamp_to_seconds(msg.header.stamp)
     k = len(msg.points)
     t = np.empty(k)
     pos, vel, acc = np.empty((k, 3)), np.zeros((k, 3)), np.zeros((k, 3))
     yaw, rate = np.empty(k), np.empty(k)
     for i, pt in enumerate(msg.points):
-        p, v, a, yaw[i], rate[i] = _point_fields(pt)
-        t[i] = t0 + duration_to_seconds(pt.time_from_start)
+        p, v, a, yaw[i], rate[i] = _point_fields(pt, envelope, f"trajectory point {i}")
+        dt = duration_to_seconds(pt.time_from_start)
+        envelope.check_duration(f"trajectory point {i} time_from_start", dt)
+        t[i] = t0 + dt
         pos[i] = p
         if not all(math.isnan(c) for c in v):
             vel[i] = v

@@ -76,7 +76,7 @@ def test_sim_bridge_refuses_bad_setpoints_and_holds(ros, tmp_path):
     sim = ros.add(SimBridge(context=ros.context, parameter_overrides=[
         Parameter("world_file", value=str(world)), Parameter("start_m", value=[0.0, 0.0, 1.0]),
         Parameter("real_time_factor", value=2.0), Parameter("camera_rate_hz", value=10.0),
-        Parameter("status_rate_hz", value=10.0)]))
+        Parameter("status_rate_hz", value=10.0), Parameter("lockstep", value=False)]))  # no planner here
     probe = Probe(ros)
     assert wait_for(lambda: len(probe.odom) > 5 and probe.pub_setpoint.get_subscription_count() > 0, 10.0)
     good = conv.setpoint_to_msg(Setpoint.hold([0.0, 0.0, 1.0]), 0.0)
@@ -189,3 +189,30 @@ def test_traj_server_drops_bad_trajectories_and_hovers_without_odom(ros):
     time.sleep(0.3)
     assert np.allclose(conv.msg_to_setpoint(probe.setpoints[-1]).position, held.position)
     assert np.allclose(conv.msg_to_setpoint(probe.setpoints[-1]).velocity, 0.0)
+
+
+def test_planner_and_traj_server_drop_absurd_or_foreign_odometry_and_trajectories(ros):
+    """Issue 20 item 7: odometry at 1e300 m, at 1e30 m/s or in another frame, and a trajectory at
+    1e30 m/s, were accepted; now each is dropped and counted (the conversions refuse them)."""
+    planner = ros.add(PlannerNode(context=ros.context, parameter_overrides=[
+        Parameter("planner", value="direct"), Parameter("status_rate_hz", value=10.0),
+        Parameter("geofence_min_m", value=[-5.0, -5.0, 0.0]), Parameter("geofence_max_m", value=[10.0, 5.0, 4.0])]))
+    server = ros.add(TrajServer(context=ros.context))
+    probe = Probe(ros)
+    probe.odom_on = True
+    assert wait_for(lambda: planner.state is not None and server.state is not None, 10.0)
+    far = conv.state_to_odometry(VehicleState.at_rest([0.0, 0.0, 1.0]))
+    far.pose.pose.position.x = 1e300
+    fast = conv.state_to_odometry(VehicleState.at_rest([0.0, 0.0, 1.0]))
+    fast.twist.twist.linear.x = 1e30
+    foreign = conv.state_to_odometry(VehicleState.at_rest([3.0, 0.0, 1.0]), frame_id="odom")
+    for msg in (far, fast, foreign):
+        probe.pub_odom.publish(msg)
+    assert wait_for(lambda: planner.counters["bad_odom"] >= 3 and server.counters["bad_odom"] >= 3, 5.0), \
+        (planner.counters, server.counters)
+    assert abs(planner.state.position[0]) < 1.0 and abs(server.state.position[0]) < 1.0
+    t0 = probe.now()
+    wild = SampledTrajectory([t0, t0 + 1.0], [[0.0, 0.0, 1.0], [1.0, 0.0, 1.0]], [[1e30, 0.0, 0.0], [1e30, 0.0, 0.0]])
+    probe.pub_traj.publish(conv.trajectory_to_msg(wild, t0))
+    assert wait_for(lambda: server.counters["bad_trajectory"] == 1, 5.0)
+    assert server.mode != "tracking"

@@ -178,3 +178,85 @@ def test_world_markers_and_status():
     status = conv.make_status("planner", "warn", "odometry lost", [("reached", False)], 1.0)
     v = conv.status_values(status)
     assert v["reached"] == "False" and v["message"] == "odometry lost" and v["level"] == 1
+
+
+# -- issue 20 item 7: magnitudes outside the flight envelope and wrong frames are refused ---------
+def _odom(**changes):
+    msg = conv.state_to_odometry(VehicleState.at_rest([1.0, 2.0, 1.0]))
+    for path, value in changes.items():
+        obj = msg
+        *parents, leaf = path.split(".")
+        for name in parents:
+            obj = getattr(obj, name)
+        setattr(obj, leaf, value)
+    return msg
+
+
+@pytest.mark.parametrize("path,value,words", [
+    ("pose.pose.position.x", 1e300, "odometry position"),
+    ("twist.twist.linear.y", 1e30, "odometry velocity"),
+    ("twist.twist.angular.z", 1e30, "odometry angular velocity"),
+    ("pose.pose.orientation.w", 1e30, "quaternion"),
+    ("header.frame_id", "odom", "frame 'odom'"),
+    ("child_frame_id", "camera_optical", "frame 'camera_optical'"),
+])
+def test_odometry_outside_the_envelope_or_in_another_frame_is_refused(path, value, words):
+    with pytest.raises(ValueError, match=words):
+        conv.odometry_to_state(_odom(**{path: value}))
+
+
+def test_odometry_limits_follow_the_envelope_and_frame_checks_can_be_skipped():
+    from planner_pkg.envelope import FlightEnvelope
+
+    fast = _odom(**{"twist.twist.linear.x": 150.0})
+    with pytest.raises(ValueError, match="max_speed_mps = 100"):
+        conv.odometry_to_state(fast)
+    assert conv.odometry_to_state(fast, envelope=FlightEnvelope(max_speed_mps=200.0)).velocity[0] == 150.0
+    gz = _odom(**{"header.frame_id": "x500_depth_0/odom", "child_frame_id": "x500_depth_0/base"})
+    assert np.allclose(conv.odometry_to_state(gz, frame_id=None, child_frame_id=None).position, [1.0, 2.0, 1.0])
+    assert np.allclose(conv.odometry_to_state(_odom(**{"header.frame_id": "/map"})).position, [1.0, 2.0, 1.0])
+
+
+def test_trajectories_and_setpoints_outside_the_envelope_are_refused():
+    good = SampledTrajectory([0.0, 1.0], [[0, 0, 1], [1, 0, 1]], [[1, 0, 0], [1, 0, 0]])
+    breakers = [
+        (lambda m: setattr(m.points[1].velocities[0].linear, "x", 1e30), "trajectory point 1 velocity"),
+        (lambda m: setattr(m.points[0].transforms[0].translation, "y", 1e30), "trajectory point 0 position"),
+        (lambda m: setattr(m.points[1].accelerations[0].linear, "z", -1e30), "trajectory point 1 acceleration"),
+        (lambda m: setattr(m.points[1].time_from_start, "sec", 10**9), "time_from_start"),
+    ]
+    for breaker, words in breakers:
+        msg = conv.trajectory_to_msg(good, 0.0)
+        breaker(msg)
+        with pytest.raises(ValueError, match=words):
+            conv.msg_to_trajectory(msg)
+    sp = conv.setpoint_to_msg(Setpoint.hold([1.0, 2.0, 3.0]), 0.0)
+    sp.points[0].accelerations[0].linear.x = 1e30
+    with pytest.raises(ValueError, match="setpoint acceleration"):
+        conv.msg_to_setpoint(sp)
+    sp = conv.setpoint_to_msg(Setpoint.hold([1.0, 2.0, 3.0]), 0.0, frame_id="odom")
+    assert conv.msg_to_setpoint(sp).has_position  # frame unchecked by default: the bridges check their own
+    with pytest.raises(ValueError, match="frame 'odom'"):
+        conv.msg_to_setpoint(sp, frame_id="map")
+    with pytest.raises(ValueError, match="goal position"):
+        conv.pose_to_goal(conv.goal_to_pose([1e30, 0.0, 1.0]))
+
+
+def test_the_envelope_itself():
+    """Bounds are inclusive; a huge component is caught before squaring (1e200**2 overflows);
+    NaN (unused) and inf are left to the finiteness checks; an envelope must be positive, finite."""
+    from planner_pkg.envelope import DEFAULT_ENVELOPE as env, FlightEnvelope
+
+    env.check_position("p", [1e5, -1e5, 0.0])
+    env.check_speed("v", [60.0, 80.0, 0.0])  # norm exactly 100
+    with pytest.raises(ValueError, match=r"v \[60, 80, 1\] \(100 m/s\) is outside"):
+        env.check_speed("v", [60.0, 80.0, 1.0])
+    with pytest.raises(ValueError, match="1e\\+200 m/s"):
+        env.check_speed("v", [1e200, 1e200, 0.0])
+    env.check_speed("v", [math.nan, math.inf, 1.0])
+    env.check_duration("d", 3600.0)
+    with pytest.raises(ValueError, match="max_trajectory_duration_s"):
+        env.check_duration("d", -3601.0)
+    for bad in (0.0, -1.0, math.inf, math.nan, True, "1"):
+        with pytest.raises(ValueError, match="max_speed_mps must be a positive finite number"):
+            FlightEnvelope(max_speed_mps=bad)
