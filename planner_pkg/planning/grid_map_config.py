@@ -6,7 +6,15 @@ import math
 from dataclasses import dataclass, fields
 from typing import Tuple
 
-__all__ = ["UnknownPolicy", "GridMapConfig", "logit"]
+__all__ = ["UnknownPolicy", "GridMapConfig", "logit", "MAX_VOXELS", "BYTES_PER_VOXEL"]
+
+#: Memory cap of the local window: at most this many voxels (2**25, about 33.5 million). The map
+#: keeps ``BYTES_PER_VOXEL`` bytes per voxel (float32 log-odds, occupied, blocked and a scratch
+#: mask), so the cap is about 235 MB of arrays, plus temporaries of the same order while it
+#: inflates: 14x the default window (240 x 240 x 40 voxels), and what a companion computer can
+#: spare. A finer resolution needs a smaller ``size_m``.
+MAX_VOXELS = 2**25
+BYTES_PER_VOXEL = 7
 
 
 class UnknownPolicy(enum.Enum):
@@ -14,6 +22,14 @@ class UnknownPolicy(enum.Enum):
 
     FREE = "free"  # optimistic, EGO-Planner's behaviour: plan through unknown space
     OCCUPIED = "occupied"  # conservative: only observed-free space is usable
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover - the loop always returns
 
 
 def logit(p: float) -> float:
@@ -38,6 +54,8 @@ class GridMapConfig:
     inflation_m: obstacles are grown by this much (the vehicle radius), m.
     floor_m, ceiling_m: planning queries treat z below / above these as blocked, m.
     unknown: :class:`UnknownPolicy` (or its string value).
+
+    The window ``size_m / resolution_m`` may hold at most :data:`MAX_VOXELS` voxels (memory cap).
     """
 
     resolution_m: float = 0.1
@@ -72,6 +90,15 @@ class GridMapConfig:
         if len(size) != 3 or not all(math.isfinite(s) and s >= 4 * self.resolution_m for s in size):
             raise ValueError(f"GridMapConfig.size_m must be 3 finite extents >= 4 voxels, got {self.size_m!r}")
         object.__setattr__(self, "size_m", size)
+        dims = [int(round(s / self.resolution_m)) for s in size]  # as OccupancyGridMap sizes its arrays
+        voxels = dims[0] * dims[1] * dims[2]
+        if voxels > MAX_VOXELS:
+            need = voxels * BYTES_PER_VOXEL
+            raise ValueError(
+                f"GridMapConfig: resolution_m {self.resolution_m:g} over size_m {list(size)} is "
+                f"{dims[0]} x {dims[1]} x {dims[2]} = {voxels:.3g} voxels ({_bytes(need)}), above the memory cap of "
+                f"{MAX_VOXELS} voxels ({_bytes(MAX_VOXELS * BYTES_PER_VOXEL)}); use a coarser resolution_m or a "
+                f"smaller size_m")
         for name in ("prob_hit", "prob_miss", "prob_min", "prob_max", "prob_occupied"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0.0 < v < 1.0):

@@ -8,9 +8,12 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 
 from .primitives import Obstacle
+from .world import MAX_EXTENT_M, MAX_OBSTACLES  # the caps (world.py says why); a bigger world is refused
 
 __all__ = ["check_seed", "make_params", "positive", "non_negative", "integer", "point",
-           "optional_positive", "to_mm", "check_inside", "enclosing_bounds", "set_field"]
+           "optional_positive", "to_mm", "check_inside", "enclosing_bounds", "set_field",
+           "map_size", "check_obstacle_count", "MAX_OBSTACLES", "MAX_EXTENT_M"]
+
 
 def _real(name: str, value: Any) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
@@ -27,6 +30,21 @@ def positive(name: str, value: Any) -> float:
     if not value > 0.0:
         raise ValueError(f"parameter '{name}' must be > 0, got {value!r}")
     return value
+
+
+def map_size(name: str, value: Any) -> float:
+    """A map extent / track size: a float in (0, MAX_EXTENT_M] metres, else ValueError naming ``name``."""
+    value = positive(name, value)
+    if value > MAX_EXTENT_M:
+        raise ValueError(f"parameter '{name}' must be <= {MAX_EXTENT_M:g} m, got {value!r}")
+    return value
+
+
+def check_obstacle_count(what: str, n: float) -> None:
+    """ValueError naming ``what`` when a world would have more than MAX_OBSTACLES obstacles."""
+    if n > MAX_OBSTACLES:
+        raise ValueError(f"{what} would make {n:.6g} obstacles, more than the {MAX_OBSTACLES} a generated world "
+                         f"may have; lower it")
 
 
 def optional_positive(name: str, value: Any) -> Optional[float]:

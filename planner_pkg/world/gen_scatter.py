@@ -12,8 +12,8 @@ from typing import Optional
 
 import numpy as np
 
-from .gen_common import (check_inside, enclosing_bounds, integer, non_negative, optional_positive,
-                         point, positive, set_field, to_mm)
+from .gen_common import (check_inside, check_obstacle_count, enclosing_bounds, integer, map_size, non_negative,
+                         optional_positive, point, positive, set_field, to_mm)
 from .primitives import Box, Cylinder, Sphere
 from .world import World
 
@@ -21,6 +21,10 @@ __all__ = ["ForestParams", "ClutteredParams", "forest", "cluttered"]
 
 #: Rejection-sampling rounds before giving up on placing every obstacle.
 _MAX_ROUNDS = 200
+#: Cluttered worlds build each candidate as an object: at most this many candidates per obstacle
+#: wanted (plus a floor), and give up early once the acceptance rate so far says the rest cannot fit.
+_MAX_CANDIDATES_PER_OBSTACLE = 10
+_MIN_CANDIDATES = 6400
 
 
 def _check_range(owner, low_name: str, high_name: str) -> None:
@@ -62,13 +66,19 @@ class ForestParams:
     clear_radius: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("size_x", "size_y", "size_z", "radius_min", "radius_max", "height_min",
-                     "height_max"):
+        for name in ("size_x", "size_y", "size_z"):
+            set_field(self, name, map_size(name, getattr(self, name)))
+        for name in ("radius_min", "radius_max", "height_min", "height_max"):
             set_field(self, name, positive(name, getattr(self, name)))
         set_field(self, "density", non_negative("density", self.density))
         set_field(self, "clear_radius", non_negative("clear_radius", self.clear_radius))
         if self.count is not None:
             set_field(self, "count", integer("count", self.count))
+            check_obstacle_count("parameter 'count'", self.count)
+        else:
+            trees = self.density * self.size_x * self.size_y  # a float: 1e300 per m^2 is inf, not an int
+            check_obstacle_count(f"parameter 'density' ({self.density:g} per m^2 over {self.size_x:g} x "
+                                 f"{self.size_y:g} m)", trees)
         _check_range(self, "radius_min", "radius_max")
         _check_range(self, "height_min", "height_max")
         if self.height_max > self.size_z:
@@ -153,7 +163,9 @@ class ClutteredParams:
     clear_radius: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("size_x", "size_y", "size_z", "sphere_radius_min", "sphere_radius_max",
+        for name in ("size_x", "size_y", "size_z"):
+            set_field(self, name, map_size(name, getattr(self, name)))
+        for name in ("sphere_radius_min", "sphere_radius_max",
                      "box_size_min", "box_size_max", "cylinder_radius_min", "cylinder_radius_max",
                      "cylinder_height_min"):
             set_field(self, name, positive(name, getattr(self, name)))
@@ -162,6 +174,7 @@ class ClutteredParams:
         if self.cylinder_height_max is None:
             set_field(self, "cylinder_height_max", self.size_z)
         set_field(self, "count", integer("count", self.count))
+        check_obstacle_count("parameter 'count'", self.count)
         for name in ("sphere_weight", "box_weight", "cylinder_weight", "clear_radius"):
             set_field(self, name, non_negative(name, getattr(self, name)))
         if self.sphere_weight + self.box_weight + self.cylinder_weight <= 0.0:
@@ -235,11 +248,17 @@ def cluttered(params: ClutteredParams, rng: np.random.Generator) -> World:
     clear_points = np.array([p.start, p.goal])
     obstacles: list = []
     batch = max(32, p.count)
+    budget = _MAX_CANDIDATES_PER_OBSTACLE * p.count + _MIN_CANDIDATES
+    drawn = 0
     for _ in range(_MAX_ROUNDS):
-        if len(obstacles) >= p.count:
+        missing = p.count - len(obstacles)
+        if missing <= 0:
             break
+        if drawn and missing * drawn > max(len(obstacles), 1) * (budget - drawn):
+            break  # at the acceptance rate so far the rest needs more candidates than the budget
         kinds = rng.choice(3, size=batch, p=weights)
         candidates = [_random_obstacle(p, rng, int(k)) for k in kinds]
+        drawn += batch
         probe = World(low, high, candidates, ground=False)
         clear = probe.obstacle_distances(clear_points).min(axis=0) >= p.clear_radius
         obstacles.extend(c for c, ok in zip(candidates, clear) if ok)

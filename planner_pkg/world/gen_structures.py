@@ -10,8 +10,8 @@ from typing import Optional
 
 import numpy as np
 
-from .gen_common import (check_inside, enclosing_bounds, integer, non_negative, optional_positive,
-                         point, positive, set_field, to_mm)
+from .gen_common import (check_inside, check_obstacle_count, enclosing_bounds, integer, map_size, non_negative,
+                         optional_positive, point, positive, set_field, to_mm)
 from .primitives import Box
 from .world import World
 
@@ -55,10 +55,15 @@ class WallsParams:
     clear_radius: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("size_x", "size_y", "size_z", "thickness", "window_width", "window_height"):
+        for name in ("size_x", "size_y", "size_z"):
+            set_field(self, name, map_size(name, getattr(self, name)))
+        for name in ("thickness", "window_width", "window_height"):
             set_field(self, name, positive(name, getattr(self, name)))
         set_field(self, "num_walls", integer("num_walls", self.num_walls))
         set_field(self, "windows_per_wall", integer("windows_per_wall", self.windows_per_wall, 1))
+        # each wall is at most 3 boxes per window plus one (_wall_pieces)
+        check_obstacle_count(f"parameters 'num_walls' ({self.num_walls}) x 'windows_per_wall' "
+                             f"({self.windows_per_wall})", self.num_walls * (3 * self.windows_per_wall + 1))
         set_field(self, "sill_min", non_negative("sill_min", self.sill_min))
         set_field(self, "clear_radius", non_negative("clear_radius", self.clear_radius))
         sill_max = optional_positive("sill_max", self.sill_max)
@@ -164,8 +169,10 @@ class GatesParams:
 
     def __post_init__(self) -> None:
         set_field(self, "num_gates", integer("num_gates", self.num_gates, 1))
-        for name in ("track_radius_x", "track_radius_y", "gate_opening", "bar_width",
-                     "gate_height"):
+        check_obstacle_count(f"parameter 'num_gates' ({self.num_gates}, 4 boxes each)", 4 * self.num_gates)
+        for name in ("track_radius_x", "track_radius_y"):
+            set_field(self, name, map_size(name, getattr(self, name)))
+        for name in ("gate_opening", "bar_width", "gate_height"):
             set_field(self, name, positive(name, getattr(self, name)))
         for name in ("height_jitter", "position_jitter", "yaw_jitter", "clear_radius"):
             set_field(self, name, non_negative(name, getattr(self, name)))

@@ -13,6 +13,9 @@ Format (metres, ENU, ground at z = 0)::
 Loading never runs code (``yaml.safe_load``, ``json.loads``). Every problem raises
 ``WorldFormatError`` naming where it is, e.g.
 ``obstacle 3 (box): key 'size' must be 3 positive finite numbers, got [1, -2, 3]``.
+
+Size caps (memory): a file of at most ``MAX_WORLD_FILE_BYTES``, at most ``MAX_OBSTACLES``
+obstacles, bounds within +-``MAX_EXTENT_M`` (the flight envelope) on every axis.
 """
 from __future__ import annotations
 
@@ -25,9 +28,13 @@ from typing import Any, Optional, Union
 import yaml
 
 from .primitives import OBSTACLE_TYPES, FieldError, allowed_keys, real_vector, required_keys
-from .world import World
+from .world import MAX_EXTENT_M, MAX_OBSTACLES, World
 
-__all__ = ["WorldFormatError", "world_from_dict", "load_world", "save_world"]
+__all__ = ["WorldFormatError", "world_from_dict", "load_world", "save_world", "MAX_WORLD_FILE_BYTES"]
+
+#: Largest world file read, bytes: a world at the obstacle cap written by ``save_world`` takes
+#: about 5 MB; a bigger file is refused before it is read.
+MAX_WORLD_FILE_BYTES = 64 * 1024 * 1024
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -74,6 +81,10 @@ def _bounds(value: Any) -> tuple:
         except ValueError as exc:
             raise WorldFormatError(f"bounds: {exc}", key=name) from None
     low, high = corners
+    far = max(abs(v) for v in (*low, *high))
+    if far > MAX_EXTENT_M:
+        raise WorldFormatError(f"bounds: coordinates must lie within +-{MAX_EXTENT_M:g} m (the flight envelope), "
+                               f"got min {list(low)} max {list(high)}", key="bounds")
     if not all(a < b for a, b in zip(low, high)):
         raise WorldFormatError(f"bounds: 'min' must be < 'max' on every axis, got min {list(low)} "
                                f"max {list(high)}", key="bounds")
@@ -132,6 +143,9 @@ def world_from_dict(data: Any) -> World:
     if not isinstance(items, (list, tuple)):
         raise WorldFormatError(f"key 'obstacles' must be a list, got {_type_name(items)}",
                                key="obstacles")
+    if len(items) > MAX_OBSTACLES:
+        raise WorldFormatError(f"key 'obstacles' has {len(items)} obstacles, more than the {MAX_OBSTACLES} a world "
+                               f"may have", key="obstacles")
     obstacles = [_obstacle(i, item) for i, item in enumerate(items)]
     return World(low, high, obstacles, ground=ground, ceiling=ceiling)
 
@@ -149,12 +163,23 @@ def _format(path: PathLike) -> str:
 def load_world(path: PathLike) -> World:
     """Load a world file; the format (YAML or JSON) follows the extension.
 
-    Raises WorldFormatError (prefixed with the path) for malformed content, FileNotFoundError
-    when the file is missing.
+    Raises WorldFormatError (prefixed with the path) for malformed content, text that is not
+    UTF-8 or a world above the size caps, FileNotFoundError when the file is missing.
     """
     kind = _format(path)
-    with open(path, "r", encoding="utf-8") as stream:
-        text = stream.read()
+    with open(path, "rb") as stream:
+        size = os.fstat(stream.fileno()).st_size
+        if size > MAX_WORLD_FILE_BYTES:
+            raise WorldFormatError(f"{os.fspath(path)}: {size} bytes, more than the {MAX_WORLD_FILE_BYTES} a world "
+                                   f"file may have")
+        raw = stream.read(MAX_WORLD_FILE_BYTES + 1)
+    if len(raw) > MAX_WORLD_FILE_BYTES:  # a pipe or a file that grew: fstat could not tell
+        raise WorldFormatError(f"{os.fspath(path)}: more than the {MAX_WORLD_FILE_BYTES} bytes a world file may have")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorldFormatError(f"{os.fspath(path)}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset "
+                               f"{exc.start}); a world file is YAML or JSON in UTF-8") from None
     try:
         data = yaml.safe_load(text) if kind == "yaml" else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:

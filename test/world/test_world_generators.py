@@ -166,3 +166,47 @@ def test_bad_seed(seed):
 def test_unknown_kind():
     with pytest.raises(ValueError, match="unknown world kind 'city'"):
         generate_world("city", 0)
+
+
+# -- issue 20 item 3: bounded generator parameters --------------------------------------------
+@pytest.mark.parametrize("kind,params,words", [
+    ("forest", {"count": 100_000_000}, "'count'"),
+    ("forest", {"density": 1e300, "size_x": 1e5, "size_y": 1e5}, "'density'"),
+    ("forest", {"size_x": 1e300}, "'size_x'"),
+    ("cluttered", {"count": 10**9}, "'count'"),
+    ("walls", {"num_walls": 10**6, "thickness": 1e-6}, "'num_walls'"),
+    ("walls", {"windows_per_wall": 10**6, "size_y": 1e5, "window_width": 0.01}, "'windows_per_wall'"),
+    ("gates", {"num_gates": 10**9}, "'num_gates'"),
+    ("gates", {"track_radius_x": 1e300}, "'track_radius_x'"),
+])
+def test_unbounded_parameters_are_refused_before_generating(kind, params, words):
+    from planner_pkg.world.world import MAX_OBSTACLES
+
+    with pytest.raises(ValueError, match=words) as info:
+        generate_world(kind, 0, **params)
+    assert str(MAX_OBSTACLES) in str(info.value) or "<=" in str(info.value)
+
+
+def test_the_obstacle_cap_itself_is_allowed():
+    from planner_pkg.world.world import MAX_OBSTACLES
+
+    world = generate_world("forest", 1, count=MAX_OBSTACLES, size_x=2000.0, size_y=2000.0)
+    assert len(world.obstacles) == MAX_OBSTACLES
+
+
+def test_a_cluttered_world_that_cannot_fit_gives_up_early(monkeypatch):
+    """Clear zones covering the whole map: every candidate is rejected; the generator stops at the
+    first round's acceptance rate instead of building 200 rounds of candidates."""
+    from planner_pkg.world import gen_scatter
+
+    built = []
+    real = gen_scatter._random_obstacle
+
+    def counting(*args):
+        built.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(gen_scatter, "_random_obstacle", counting)
+    with pytest.raises(ValueError, match="placed only 0 of 2000"):
+        generate_world("cluttered", 0, count=2000, clear_radius=30.0)
+    assert len(built) <= 2 * 2000  # at most two rounds, not 200

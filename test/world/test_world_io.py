@@ -185,3 +185,40 @@ def test_world_constructor_rejects_bad_arguments():
         Sphere((0, 0, 0), -1.0)
     with pytest.raises(ValueError, match="key 'center' must be 2"):
         Cylinder((0, 0, 0), 1.0, 1.0)
+
+
+def test_a_world_file_that_is_not_utf8_raises_world_format_error(tmp_path):
+    """Issue 20 item 4: a Latin-1 or binary file was a bare UnicodeDecodeError."""
+    for name, data in (("latin1.yaml", "bounds: {min: [0, 0, 0], max: [1, 1, 1]}  # caf\xe9\n".encode("latin-1")),
+                       ("binary.json", bytes(range(256)))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(WorldFormatError, match=f"{name}: not UTF-8 text"):
+            load_world(path)
+
+
+# -- issue 20 item 3: size caps (memory) -------------------------------------------------------
+def test_world_files_above_the_size_caps_are_refused(tmp_path, monkeypatch):
+    from planner_pkg.world import io as world_io
+    from planner_pkg.world.world import MAX_EXTENT_M, MAX_OBSTACLES
+
+    far = dict(valid(), bounds={"min": [-5, -5, 0], "max": [5, 2e5, 4]})
+    with pytest.raises(WorldFormatError, match=r"bounds: coordinates must lie within \+-100000 m"):
+        world_from_dict(far)
+    edge = dict(valid(), bounds={"min": [-MAX_EXTENT_M, -5, 0], "max": [MAX_EXTENT_M, 5, 4]})
+    assert world_from_dict(edge).bounds_max[0] == MAX_EXTENT_M  # the bound itself is allowed
+
+    cylinder = {"type": "cylinder", "center": [1, 2], "radius": 0.5, "height": 3}
+    many = dict(valid(), obstacles=[cylinder] * (MAX_OBSTACLES + 1))  # one list, shared items: cheap
+    with pytest.raises(WorldFormatError, match=f"{MAX_OBSTACLES + 1} obstacles, more than the {MAX_OBSTACLES}"):
+        world_from_dict(many)
+    assert len(world_from_dict(dict(valid(), obstacles=[cylinder] * 1000)).obstacles) == 1000
+
+    path = tmp_path / "w.json"
+    save_world(world_from_dict(valid()), path)
+    size = path.stat().st_size
+    monkeypatch.setattr(world_io, "MAX_WORLD_FILE_BYTES", size)
+    assert len(load_world(path).obstacles) == 4  # exactly at the cap: read
+    monkeypatch.setattr(world_io, "MAX_WORLD_FILE_BYTES", size - 1)
+    with pytest.raises(WorldFormatError, match=f"w.json: {size} bytes, more than the {size - 1}"):
+        load_world(path)
