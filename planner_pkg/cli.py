@@ -12,8 +12,10 @@ Commands:
     policy eval [--model model.agm] --episodes 100 --speed 3
 
 Exit codes: 0 = done (for ``fly``: the episode was simulated and its files written, whatever
-its outcome; read ``reached`` in the summary), 1 = failed while running, 2 = bad arguments or
-input files. Errors are one line on stderr saying what was wrong and what to do.
+its outcome; read ``reached`` in the summary), 1 = failed while running (for ``fly`` also: the
+planner never gave a setpoint the vehicle could track, so nothing was flown, or an output file
+could not be written; the other files are still written), 2 = bad arguments or input files.
+Errors are one line on stderr saying what was wrong and what to do.
 """
 from __future__ import annotations
 
@@ -28,7 +30,12 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from planner_pkg.cli_args import positive_float as _positive_float, seed as _seed
+from planner_pkg.cli_args import duration_s as _duration_s
+from planner_pkg.cli_args import goal_tolerance_m as _goal_tolerance_m
+from planner_pkg.cli_args import output_file as _output_file
+from planner_pkg.cli_args import point as parse_point
+from planner_pkg.cli_args import seed as _seed
+from planner_pkg.cli_args import speed as _speed
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -46,18 +53,6 @@ class CliError(Exception):
 # ---------------------------------------------------------------------------------------------
 # argument helpers
 # ---------------------------------------------------------------------------------------------
-def parse_point(text: str) -> np.ndarray:
-    """``"x,y,z"`` (metres) -> (3,) float64; argparse type with a clear message."""
-    parts = text.split(",")
-    try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        values = []
-    if len(values) != 3 or not all(math.isfinite(v) for v in values):
-        raise argparse.ArgumentTypeError(f"expected three finite numbers x,y,z in metres, got {text!r}")
-    return np.array(values)
-
-
 def _join_negative_coordinates(argv: Sequence[str], options=("--start", "--goal")) -> List[str]:
     """Let ``--start -20,0,1`` work: argparse would read ``-20,0,1`` as an option name."""
     out: List[str] = []
@@ -93,18 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
     fly.add_argument("--planner", required=True, choices=PLANNER_NAMES)
     fly.add_argument("--model", metavar="FILE", help="trained model file (policy planner)")
     fly.add_argument("--seed", type=_seed, default=0, help="seed for sensor noise and planners (default 0)")
-    fly.add_argument("--max-vel", type=_positive_float, metavar="V", help="planner speed limit override, m/s")
-    fly.add_argument("--log", required=True, metavar="CSV", help="flight log to write (t,x,y,z,vx,vy,vz)")
-    fly.add_argument("--summary", required=True, metavar="JSON", help="episode summary to write")
-    fly.add_argument("--plot", metavar="PNG", help="also draw the flight (needs matplotlib)")
-    fly.add_argument("--timeout", type=_positive_float, default=60.0, metavar="S", help="sim time limit, s (60)")
+    fly.add_argument("--max-vel", type=_speed, metavar="V", help="planner speed limit override, m/s")
+    fly.add_argument("--log", required=True, type=_output_file, metavar="CSV",
+                     help="flight log to write (t,x,y,z,vx,vy,vz)")
+    fly.add_argument("--summary", required=True, type=_output_file, metavar="JSON", help="episode summary to write")
+    fly.add_argument("--plot", type=_output_file, metavar="PNG", help="also draw the flight (needs matplotlib)")
+    fly.add_argument("--timeout", type=_duration_s, default=60.0, metavar="S", help="sim time limit, s (60)")
     fly.add_argument(
         "--vehicle",
         choices=("quadrotor", "point_mass"),
         default="quadrotor",
         help="rigid-body quadrotor (default) or the fast point-mass model",
     )
-    fly.add_argument("--goal-tolerance", type=_positive_float, default=0.5, metavar="M", help="goal radius, m (0.5)")
+    fly.add_argument("--goal-tolerance", type=_goal_tolerance_m, default=0.5, metavar="M",
+                     help="goal radius, m (0.5)")
     fly.set_defaults(handler=_cmd_fly)
 
     sub.add_parser("bringup", help="start the ROS 2 graph (sim|gazebo|hardware) without ros2 launch; "
@@ -116,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen = wsub.add_parser("generate", help="write a seeded random world file")
     gen.add_argument("--kind", required=True, choices=("forest", "cluttered", "walls", "gates"))
     gen.add_argument("--seed", type=_seed, default=0)
-    gen.add_argument("-o", "--output", required=True, metavar="FILE", help="world file to write (.yaml/.json)")
+    gen.add_argument("-o", "--output", required=True, type=_output_file, metavar="FILE",
+                     help="world file to write (.yaml/.json)")
     gen.add_argument(
         "--param",
         action="append",
@@ -127,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(handler=_cmd_world_generate)
     sdf = wsub.add_parser("sdf", help="export a world file as a Gazebo SDF world")
     sdf.add_argument("world", metavar="WORLD_FILE")
-    sdf.add_argument("-o", "--output", required=True, metavar="FILE", help="SDF file to write")
+    sdf.add_argument("-o", "--output", required=True, type=_output_file, metavar="FILE", help="SDF file to write")
     sdf.add_argument("--name", help="SDF world name (default: the file's stem)")
     sdf.set_defaults(handler=_cmd_world_sdf)
 
@@ -156,6 +154,18 @@ def _load_world(path: str):
         raise CliError(f"cannot read world file {path!r}: {exc}") from None
 
 
+def check_start_goal(world, start: np.ndarray, goal: np.ndarray, radius: float, tolerance_m: float) -> None:
+    """CliError unless start and goal are free points of ``world`` and the start is not already
+    within ``tolerance_m`` of the goal (that "flight" would be reached at t = 0). ``fly`` and
+    ``bringup --goal`` refuse the same points."""
+    _check_free(world, "start", start, radius)
+    _check_free(world, "goal", goal, radius)
+    gap = float(np.linalg.norm(np.asarray(goal) - np.asarray(start)))
+    if gap <= tolerance_m:
+        raise CliError(f"the start is {gap:.3f} m from the goal, within the goal tolerance {tolerance_m:g} m: "
+                       f"there is nothing to fly; choose a goal farther away or a smaller --goal-tolerance")
+
+
 def _check_free(world, name: str, point: np.ndarray, radius: float) -> None:
     lo, hi = np.asarray(world.bounds_min), np.asarray(world.bounds_max)
     where = ",".join(f"{v:g}" for v in point)
@@ -172,12 +182,27 @@ def _check_free(world, name: str, point: np.ndarray, radius: float) -> None:
         )
 
 
-def _writable(path: str, what: str) -> Path:
+def _writable(path, what: str) -> Path:
     p = Path(path)
     if p.exists() and p.is_dir():
-        raise CliError(f"{what} path {path!r} is a directory; give a file name")
-    p.parent.mkdir(parents=True, exist_ok=True)
+        raise CliError(f"{what} path {str(path)!r} is a directory; give a file name")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"{what}: cannot create the folder of {str(path)!r}: {exc}") from None
     return p
+
+
+def write_outputs(writers) -> List[str]:
+    """Run each ``(what, path, write)`` in turn; one that fails does not stop the others (a flight
+    is not lost to one bad path). Returns one error line per failure."""
+    errors = []
+    for what, path, write in writers:
+        try:
+            write()
+        except (OSError, ValueError) as exc:
+            errors.append(f"could not write {what} {str(path)!r}: {exc}")
+    return errors
 
 
 def _cmd_fly(args) -> int:
@@ -187,8 +212,7 @@ def _cmd_fly(args) -> int:
 
     world = _load_world(args.world)
     radius = (QuadrotorParams() if args.vehicle == "quadrotor" else PointMassParams()).collision_radius_m
-    _check_free(world, "start", args.start, radius)
-    _check_free(world, "goal", args.goal, radius)
+    check_start_goal(world, args.start, args.goal, radius, args.goal_tolerance)
     if args.model is not None and not Path(args.model).is_file():
         raise CliError(f"model file {args.model!r} does not exist")
     try:
@@ -214,14 +238,23 @@ def _cmd_fly(args) -> int:
     start_yaw = math.atan2(heading[1], heading[0]) if math.hypot(heading[0], heading[1]) > 1e-9 else 0.0
     runner = ClosedLoopRunner(world, planner, config, planner_name=args.planner, world_name=str(args.world))
     result = runner.run(args.start, args.goal, start_yaw=start_yaw)
-    result.log.write_csv(log_path)
-    result.summary.write_json(summary_path)
+    writers = [("--log", log_path, lambda: result.log.write_csv(log_path)),
+               ("--summary", summary_path, lambda: result.summary.write_json(summary_path))]
     if plot_path is not None:
         from planner_pkg.sim.plot import plot_flight
 
-        plot_flight(plot_path, world, result.log, result.summary, title=f"{args.planner} in {Path(args.world).name}")
+        writers.append(("--plot", plot_path, lambda: plot_flight(
+            plot_path, world, result.log, result.summary, title=f"{args.planner} in {Path(args.world).name}")))
+    errors = write_outputs(writers)
     print(json.dumps(result.summary.to_dict(), allow_nan=False))
-    return EXIT_OK
+    if result.never_flew:
+        s = result.summary
+        errors.append(f"nothing was flown: the {args.planner} planner gave no setpoint the vehicle could track in "
+                      f"{s.planner_calls} calls ({s.bad_setpoints} bad setpoints; first: "
+                      f"{result.events[0] if result.events else 'none'}); the files describe a hover at the start")
+    for line in errors:
+        print(f"error: {line}", file=sys.stderr)
+    return EXIT_FAILED if errors else EXIT_OK
 
 
 def _parse_params(pairs: Sequence[str]) -> dict:
@@ -265,7 +298,7 @@ def _cmd_world_sdf(args) -> int:
     world = _load_world(args.world)
     name = args.name or Path(args.world).stem
     out = _writable(args.output, "-o")
-    out.write_text(to_sdf(world, name))
+    out.write_text(to_sdf(world, name), encoding="utf-8")
     print(f"wrote {out} (SDF world {name!r}, {len(world.obstacles)} obstacles)")
     return EXIT_OK
 

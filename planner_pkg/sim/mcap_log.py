@@ -5,8 +5,10 @@ from the schemas stored in the file, so no ROS message package is imported. The 
 ``odom`` becomes the :class:`~planner_pkg.sim.flight_log.FlightLog` the plot and ``flight.csv``
 use (time = ``header.stamp``, world velocity = the body twist rotated by the orientation, as
 ``conversions.odometry_to_state`` does); the first ``goal_pose`` is the goal, sent at its receive
-time. :func:`summarize` judges the flight from that goal the way the bringup's mission does
-(first of: collision with the world, goal within tolerance, timeout) and cuts the log there.
+time. :func:`summarize` judges the flight from that goal with the bringup mission's own judge
+(:class:`~planner_pkg.sim.mission_judge.MissionJudge`: the simulator's recorded ground truth, the
+``sim_bridge`` status, where there is one; odometry in time order, inside the flight envelope)
+and cuts the log where the mission would have ended.
 
 ``python -m planner_pkg plot RUN.mcap --world W.yaml -o flight.png [--summary out.json]`` draws
 the same figure as ``fly --plot`` / ``bringup --plot`` from a recording.
@@ -21,7 +23,9 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from planner_pkg.envelope import DEFAULT_ENVELOPE
 from planner_pkg.sim.flight_log import EpisodeSummary, FlightLog
+from planner_pkg.sim.mission_judge import GroundTruth, MissionJudge, ground_truth_from_status
 
 TOPIC_ODOM, TOPIC_GOAL, TOPIC_STATUS = "odom", "goal_pose", "status"
 
@@ -118,11 +122,21 @@ def _quat_matrix(x: float, y: float, z: float, w: float) -> np.ndarray:
 
 
 def odom_sample(msg) -> Optional[Tuple[float, np.ndarray, np.ndarray]]:
-    """``(t, position, world velocity)`` of a decoded nav_msgs/Odometry, or None when unusable."""
+    """``(t, position, world velocity)`` of a decoded nav_msgs/Odometry, or None when unusable
+    (what ``conversions.odometry_to_state`` refuses: non-finite, outside the flight envelope, a
+    frame other than ``map`` / ``base_link``)."""
+    if str(msg.header.frame_id).lstrip("/") not in ("", "map") or \
+            str(msg.child_frame_id).lstrip("/") not in ("", "base_link"):
+        return None
     pose, twist = msg.pose.pose, msg.twist.twist
     p, q, v = pose.position, pose.orientation, twist.linear
     values = (p.x, p.y, p.z, q.x, q.y, q.z, q.w, v.x, v.y, v.z)
-    if not all(math.isfinite(c) for c in values) or q.x ** 2 + q.y ** 2 + q.z ** 2 + q.w ** 2 < 1e-12:
+    if not all(math.isfinite(c) for c in values) or not 1e-6 <= max(abs(c) for c in values[3:7]) <= 1e6:
+        return None
+    try:
+        DEFAULT_ENVELOPE.check_position("odometry position", values[0:3])
+        DEFAULT_ENVELOPE.check_speed("odometry velocity", values[7:10])
+    except ValueError:
         return None
     velocity = _quat_matrix(q.x, q.y, q.z, q.w) @ np.array([v.x, v.y, v.z])
     return _stamp_s(msg.header.stamp), np.array([p.x, p.y, p.z]), velocity
@@ -137,6 +151,7 @@ class RecordedRun:
     goal_time_s: Optional[float] = None  # receive time (recorder's clock: sim time in the sim graph)
     replan_ms: List[float] = field(default_factory=list)  # the planner's replan_ms_median status values
     counts: dict = field(default_factory=dict)  # odom, goal_pose, status messages per topic
+    truth: List[GroundTruth] = field(default_factory=list)  # the simulator's status reports, in order
 
 
 def read_run(path) -> RecordedRun:
@@ -155,12 +170,19 @@ def read_run(path) -> RecordedRun:
             run.goal_time_s = log_time * 1e-9
         elif _matches(topic, TOPIC_STATUS) and msg.status:
             st = msg.status[0]
+            values = {kv.key: kv.value for kv in st.values}
             if st.name.endswith("planner"):
-                values = {kv.key: kv.value for kv in st.values}
                 try:
                     run.replan_ms.append(float(values.get("replan_ms_median", "n/a")))
                 except ValueError:
                     pass
+            elif st.name.endswith("sim_bridge"):
+                try:
+                    truth = ground_truth_from_status(dict(values, message=st.message))
+                except ValueError:
+                    truth = None  # a malformed report is no ground truth
+                if truth is not None and truth.position is not None:
+                    run.truth.append(truth)
     if len(log) == 0:
         raise RecordingError(f"{str(path)!r} has no odometry ('odom' messages); recorded topics: "
                              f"{sorted(run.counts) or 'none'}")
@@ -170,66 +192,44 @@ def read_run(path) -> RecordedRun:
 def summarize(run: RecordedRun, world, goal=None, tolerance_m: float = 0.5, timeout_s: float = 60.0,
               radius_m: Optional[float] = None, planner: str = "(recorded)",
               world_name: str = "") -> Tuple[EpisodeSummary, FlightLog]:
-    """The flight judged like the bringup mission: from the goal's time, the first of collision
-    (clearance to ``world`` < ``radius_m``), reached (within ``tolerance_m``) or timeout; the
-    returned log ends there. Without a goal (none recorded nor given) the whole run is plotted and
-    the reason is ``no_goal``."""
+    """The flight judged like the bringup mission (same judge, fed the recording in time order):
+    from the goal's time, the first of collision, reached (by the recorded simulator ground truth
+    where the recording has it) or timeout; the returned log is that flight, from the goal to
+    there (``MissionJudge.flight_log``, as ``bringup --log`` writes it). Without a goal (none
+    recorded nor given) the whole run is plotted and the reason is ``no_goal``."""
     if radius_m is None:
         from planner_pkg.sim.params import QuadrotorParams
 
         radius_m = QuadrotorParams().collision_radius_m
     goal = run.goal if goal is None else np.asarray(goal, dtype=float)
     data = run.log.as_array()
-    t_goal = run.goal_time_s
-    if goal is not None and t_goal is None:
-        t_goal = float(data[0, 0])
-    reason, t_end, end = "", None, len(data)
-    path_m, min_clear, prev = 0.0, math.inf, None
-    if goal is not None:
-        for i, row in enumerate(data):
-            t, pos = row[0], row[1:4]
-            if t <= t_goal:
-                continue
-            if prev is not None:
-                path_m += float(np.linalg.norm(pos - prev))
-            prev = pos
-            clearance = float(world.signed_distance(pos)) - radius_m
-            min_clear = min(min_clear, clearance)
-            if clearance < 0:
-                reason = "collision"
-            elif np.linalg.norm(pos - goal) <= tolerance_m:
-                reason = "goal_reached"
-            elif t - t_goal >= timeout_s:
-                reason = "timeout"
-            if reason:
-                t_end, end = float(t), i + 1
-                break
-    cut = FlightLog()
-    for row in data[:end]:
-        cut.append(row[0], row[1:4], row[4:7])
-    kept = data[:end]
-    flown = kept[kept[:, 0] >= t_goal] if t_goal is not None else kept
-    duration = 0.0
-    if goal is not None and len(flown):
-        duration = (t_end if t_end is not None else float(flown[-1, 0])) - t_goal
-    speeds = np.linalg.norm(flown[:, 4:7], axis=1) if len(flown) else np.zeros(1)
-    last = flown[-1, 1:4] if len(flown) else kept[-1, 1:4]
-    collided = reason == "collision"
-    summary = EpisodeSummary(
-        reached=reason == "goal_reached", collided=collided, time_s=duration, path_length_m=path_m,
-        min_clearance_m=min_clear if math.isfinite(min_clear) else None,
-        replan_ms_median=float(np.median(run.replan_ms)) if run.replan_ms else None,
-        replan_ms_p95=float(np.percentile(run.replan_ms, 95)) if run.replan_ms else None,
-        reason=reason or ("interrupted" if goal is not None else "no_goal"),
-        mean_speed_mps=path_m / duration if duration > 0 else 0.0, max_speed_mps=float(speeds.max()),
-        final_goal_distance_m=float(np.linalg.norm(last - goal)) if goal is not None else math.nan,
-        seed=None, planner=planner, vehicle="quadrotor", world=world_name,
-        start=flown[0, 1:4].tolist() if len(flown) else [], goal=goal.tolist() if goal is not None else [],
-        collision_time_s=t_end if collided else None, collision_position=last.tolist() if collided else None,
-        planner_calls=None, bad_setpoints=None, depth_frames=None, wall_time_s=None,  # not in a recording
-        message="from a recording (MCAP)",
-    )
-    return summary, cut
+    if goal is None:
+        summary = EpisodeSummary(
+            reached=False, collided=False, time_s=0.0, path_length_m=0.0, min_clearance_m=None,
+            replan_ms_median=None, replan_ms_p95=None, reason="no_goal", mean_speed_mps=None, max_speed_mps=None,
+            final_goal_distance_m=None, seed=None, planner=planner, vehicle="quadrotor", world=world_name,
+            start=data[0, 1:4].tolist() if len(data) else [], planner_calls=None, bad_setpoints=None,
+            depth_frames=None, wall_time_s=None, message="from a recording (MCAP); no goal")
+        return summary, run.log
+    judge = MissionJudge(world, goal, tolerance_m, timeout_s, radius_m, ground_truth_expected=bool(run.truth))
+    t_goal = run.goal_time_s if run.goal_time_s is not None else (float(data[0, 0]) if len(data) else 0.0)
+    events = [(float(row[0]), 0, i) for i, row in enumerate(data)] + \
+        [(truth.t, 1, i) for i, truth in enumerate(run.truth)]
+    for t, kind, i in sorted(events):  # time order; at equal times odometry first
+        if judge.done:
+            break
+        if not judge.started and t >= t_goal:
+            judge.start(t_goal)
+        if kind == 0:
+            judge.odometry(t, data[i, 1:4], data[i, 4:7])
+        else:
+            judge.ground_truth(run.truth[i])
+    if not judge.started:
+        judge.start(t_goal)
+    summary = judge.summary(planner, world_name, replan_ms=run.replan_ms,
+                            message="from a recording (MCAP)" + ("; simulator ground truth" if run.truth else ""))
+    summary.wall_time_s = None  # not in a recording
+    return summary, judge.flight_log()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,17 +237,19 @@ def summarize(run: RecordedRun, world, goal=None, tolerance_m: float = 0.5, time
 # ---------------------------------------------------------------------------------------------
 def add_parser(sub) -> None:
     """The ``plot`` subcommand (registered by ``planner_pkg/cli.py``)."""
-    from planner_pkg.cli import _positive_float, parse_point
+    from planner_pkg import cli_args as types
 
     p = sub.add_parser("plot", help="draw flight.png (and a summary) from a recorded run (MCAP)")
     p.add_argument("recording", metavar="RUN.mcap", help="MCAP written by 'bringup --record' / the recorder node")
     p.add_argument("--world", required=True, metavar="FILE", help="the world file the run flew in")
-    p.add_argument("-o", "--output", required=True, metavar="PNG", help="plot to write")
-    p.add_argument("--summary", metavar="JSON", help="also write the run's summary (fly's summary.json keys)")
-    p.add_argument("--log", metavar="CSV", help="also write the flight log t,x,y,z,vx,vy,vz")
-    p.add_argument("--goal", type=parse_point, metavar="X,Y,Z", help="goal, if the recording has no goal_pose")
-    p.add_argument("--goal-tolerance", type=_positive_float, default=0.5, metavar="M", help="goal radius, m (0.5)")
-    p.add_argument("--timeout", type=_positive_float, default=60.0, metavar="S",
+    p.add_argument("-o", "--output", required=True, type=types.output_file, metavar="PNG", help="plot to write")
+    p.add_argument("--summary", type=types.output_file, metavar="JSON",
+                   help="also write the run's summary (fly's summary.json keys)")
+    p.add_argument("--log", type=types.output_file, metavar="CSV", help="also write the flight log t,x,y,z,vx,vy,vz")
+    p.add_argument("--goal", type=types.point, metavar="X,Y,Z", help="goal, if the recording has no goal_pose")
+    p.add_argument("--goal-tolerance", type=types.goal_tolerance_m, default=0.5, metavar="M",
+                   help="goal radius, m (0.5)")
+    p.add_argument("--timeout", type=types.duration_s, default=60.0, metavar="S",
                    help="mission limit after the goal, sim s (60, as bringup)")
     p.add_argument("--title", help="plot title (default: the recording's name)")
     p.set_defaults(handler=_cmd_plot)

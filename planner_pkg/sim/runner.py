@@ -114,6 +114,14 @@ class EpisodeResult:
     log: FlightLog
     events: List[str] = field(default_factory=list)  # warnings raised during the episode
     final_state: Optional[VehicleState] = None
+    planner_references: int = 0  # planner outputs (setpoint or trajectory) that were tracked at least once
+
+    @property
+    def never_flew(self) -> bool:
+        """True when the planner never gave a reference the controller could track (every call
+        raised, returned nothing usable, or only setpoints that failed): the vehicle only ever held
+        its start, so the outcome says nothing about the planner; ``fly`` exits 1 for it."""
+        return self.planner_references == 0
 
 
 class _Schedule:
@@ -213,6 +221,8 @@ class ClosedLoopRunner:
         holding = False  # True from a bad setpoint until a planner reference resolves again
         hold_ref: Optional[Setpoint] = None  # the latched hold of the current streak
         bad_setpoints = 0
+        tracked = 0  # planner references that resolved to a setpoint at least once
+        fresh: Optional[object] = None  # the newest planner reference not yet resolved
         fresh_frame: Optional[SensorFrame] = None
         frames = planner_calls = 0
         command = None
@@ -299,7 +309,7 @@ class ClosedLoopRunner:
                         bad(t, state, why)
                     elif result is not None:
                         if isinstance(result, Setpoint) or callable(getattr(result, "sample", None)):
-                            reference = result
+                            reference = fresh = result
                         else:
                             bad(t, state, f"planner returned {type(result).__name__}, not a Setpoint or trajectory")
                 if control_due:
@@ -308,6 +318,8 @@ class ClosedLoopRunner:
                         setpoint = bad(t, state, setpoint)
                     elif reference is not hold_ref:
                         holding = False  # the planner's reference works again: streak over
+                        if reference is fresh:
+                            tracked, fresh = tracked + 1, None
                     command = controller.update(state, setpoint, control_dt)
                 vehicle.step(command, dt)
                 i += 1
@@ -344,7 +356,7 @@ class ClosedLoopRunner:
             real_time_factor=time_s / wall_time if wall_time > 0 else None,
             message=message,
         )
-        return EpisodeResult(summary, log, events, state)
+        return EpisodeResult(summary, log, events, state, planner_references=tracked)
 
     @staticmethod
     def _resolve(reference, t: float):
