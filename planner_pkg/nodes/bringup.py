@@ -7,25 +7,36 @@ overrides the launch files apply (``world_file``, ``start_m``, ``planner``, ``us
 the planner's geofence from the world's bounds). ``--single-process`` runs the nodes in one
 process instead (each on its own executor thread).
 
-Supervision: a node that exits while the graph runs is reported; one that crashed is restarted
-after its ``respawn_delay_s`` when its spec says ``respawn`` (at most ``MAX_RESTARTS`` times);
-one that refused its configuration (exit code 2) is not restarted and the whole graph stops
-with exit code 2. Ctrl-C / SIGTERM stop every node: SIGINT first (rclpy shuts down cleanly),
-SIGTERM after ``--stop-timeout``, then SIGKILL. Children also get SIGTERM from the kernel if
-the bringup itself dies (``PR_SET_PDEATHSIG``), so none is ever orphaned.
+Before anything starts, the bringup checks what it was given, with the ``fly`` command's argument
+types (``planner_pkg/cli_args.py``) and checks: the parameter file (UTF-8 YAML, a mapping of node
+blocks, only our nodes, only parameters they declare, values of the right type that their configs
+accept), the world, the start and goal (inside the bounds, free, not already within the goal
+tolerance), the namespace and every output path. A problem exits 2 with one line naming it.
 
-With ``--goal x,y,z`` the bringup also flies a mission over DDS: it publishes the goal, logs
-``odom`` and ends (stopping the graph) when the goal is reached, the vehicle collides (checked
-from ``odom`` against the world file) or ``--timeout`` s of sim time pass; then it writes
-``--log`` (``t,x,y,z,vx,vy,vz``), ``--summary`` and ``--plot`` like the ``fly`` command, and
-``--record FILE.mcap`` records the topics with the ``recorder`` node.
+Supervision: a node that exits while the graph runs is reported; one that crashed is restarted
+after its ``respawn_delay_s`` when its spec says ``respawn`` (at most ``MAX_RESTARTS`` times); one
+that is not restarted (the simulator, the recorder, or a node out of restarts) stops the graph
+with exit code 1; one that refused its configuration (exit code 2) is not restarted and the whole
+graph stops with exit code 2. Ctrl-C / SIGTERM stop every node: SIGINT first (rclpy shuts down
+cleanly), SIGTERM after ``--stop-timeout``, then SIGKILL. Children also get SIGTERM from the
+kernel if the bringup itself dies (``PR_SET_PDEATHSIG``), so none is ever orphaned.
+
+With ``--goal x,y,z`` the bringup also flies a mission over DDS (``planner_pkg/nodes/mission.py``):
+it publishes the goal, logs the simulator's ``odom`` and ends (stopping the graph) when the goal is
+reached or the vehicle collides (the embedded simulator's ground truth decides; without one,
+odometry against the world file), the simulator reports a lockstep fault, odometry stalls, or
+``--timeout`` s of sim time pass. Then it writes ``--log`` (``t,x,y,z,vx,vy,vz`` from the goal
+to the end), ``--summary``
+and ``--plot`` like the ``fly`` command (each on its own: one that fails does not lose the others),
+and ``--record FILE.mcap`` records the topics with the ``recorder`` node. Exit code 1 when an
+output could not be written or the run itself failed (no goal sent, nothing flown after it, a
+lockstep fault, stalled odometry); otherwise 0, whatever the outcome (read ``reached``).
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import json
-import math
 import os
 import signal
 import subprocess
@@ -77,6 +88,8 @@ USE_SIM_TIME = {"sim": True, "gazebo": True, "hardware": False}
 # the planner and the trajectory server (launch/sim.launch.py and hardware.launch.py
 # ``planner:=policy`` do the same; on hardware the fcu_bridge takes its setpoints).
 POLICY_PROFILES = ("sim", "hardware")
+# the nodes that pace a lockstep simulator (planner_pkg/nodes/lockstep.py)
+LOCKSTEP_PARTICIPANTS = (PLANNER, TRAJ_SERVER, POLICY)
 
 
 def profile_specs(profile: str, planner: Optional[str] = None) -> List[NodeSpec]:
@@ -112,16 +125,12 @@ def ros_environment(env: Optional[dict] = None) -> dict:
 
 
 def world_from_params(params_file) -> Optional[str]:
-    """The sim_bridge's ``world_file`` in a parameter YAML, or None (the launch files use this too)."""
-    import yaml
+    """The sim_bridge's ``world_file`` in a parameter YAML, or None (the launch files use this too).
+    ParamsFileError (a ValueError naming the file) when the file cannot be read as parameters."""
+    from planner_pkg.nodes.params import read_params_file
 
-    data = yaml.safe_load(Path(params_file).read_text()) or {}
-    for key, block in data.items():
-        if str(key).split("/")[-1] == "sim_bridge" and isinstance(block, dict):
-            world = (block.get("ros__parameters") or {}).get("world_file")
-            if world:
-                return str(world)
-    return None
+    world = _sim_bridge_value(read_params_file(params_file), "world_file")
+    return str(world) if world else None
 
 
 def _float_list(values) -> str:
@@ -140,6 +149,13 @@ def node_overrides(profile: str, spec: NodeSpec, args) -> List[str]:
             out += ["-p", f"start_m:={_float_list(args.start)}"]
         if args.real_time_factor is not None:
             out += ["-p", f"real_time_factor:={float(args.real_time_factor)!r}"]
+        if profile == "sim":
+            # lockstep: the participants of this graph must report before sim time starts, and a
+            # mission's flight starts with its goal (the same sim time every run, whatever the load)
+            names = [s.name for s in profile_specs(profile, args.planner) if s in LOCKSTEP_PARTICIPANTS]
+            out += ["-p", f"lockstep_participants:=[{','.join(names)}]"]
+            if getattr(args, "goal", None) is not None:
+                out += ["-p", "lockstep_start_on_goal:=true"]
     elif spec is PLANNER:
         if args.planner:
             out += ["-p", f"planner:={args.planner}"]
@@ -214,10 +230,9 @@ class Supervisor:
                          f"({self.restarts[name] + 1}/{MAX_RESTARTS})")
                 self._restart_at[name] = now + spec.respawn_delay_s
             else:
-                self.log(f"[bringup] {name} ended ({what}); not restarting")
+                self.log(f"[bringup] {name} ended ({what}); not restarting. Stopping.")
                 del self.procs[name]
-                if spec.respawn:
-                    self.failed = EXIT_FAILED
+                self.failed = EXIT_FAILED  # the graph lost a node for good (the simulator, say): a failed run
         for name, when in list(self._restart_at.items()):
             if now >= when:
                 del self._restart_at[name]
@@ -248,210 +263,109 @@ class Supervisor:
 
 
 # ---------------------------------------------------------------------------------------------
-# the mission (--goal): publish the goal, log odom, judge from the world file
+# what each node declares (the parameter file is checked against it before anything starts)
 # ---------------------------------------------------------------------------------------------
-class Mission:
-    """Runs in the bringup process on its own rclpy context; see the module docstring."""
+def node_parameter_configs() -> Dict[str, list]:
+    """{node name: [(config dataclass, parameter prefix), ...]} of every node a profile may start
+    (their ``ConfigParameters``). A node whose module cannot be imported here (an optional extra
+    that is not installed) has an empty list: its block is not checked."""
+    out: Dict[str, list] = {}
 
-    def __init__(self, world, goal: np.ndarray, tolerance_m: float, timeout_s: float, radius_m: float,
-                 namespace: str = ""):
-        import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
-        from geometry_msgs.msg import PoseStamped
-        from nav_msgs.msg import Odometry
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.node import Node
-
-        from planner_pkg.nodes import common as c
-        from planner_pkg.sim.flight_log import FlightLog
-
-        self.world, self.goal, self.tolerance_m = world, goal, tolerance_m
-        self.timeout_s, self.radius_m = timeout_s, radius_m
-        self.context = rclpy.Context()
-        rclpy.init(args=[], context=self.context, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
-        self.node = Node("mission", namespace=namespace or None, context=self.context)
-        self.log = FlightLog()
-        self.lock = threading.Lock()
-        self.done = threading.Event()
-        self.reason = ""
-        self.t_goal: Optional[float] = None
-        self.path_m = 0.0
-        self.min_clearance = math.inf
-        self.prev: Optional[np.ndarray] = None
-        self.replan_ms: List[float] = []
-        self.goal_pub = self.node.create_publisher(PoseStamped, c.TOPIC_GOAL, c.GOAL_QOS)
-        self.node.create_subscription(Odometry, c.TOPIC_ODOM, self._on_odom, c.ODOM_QOS)
-        self.node.create_subscription(DiagnosticArray, c.TOPIC_STATUS, self._on_status, c.STATUS_QOS)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
-        self.goal_sent = False
-        self.planner_status = ""
-        self.wait_for_recorder = False  # --record: the goal goes out once the recorder listens too
-
-    def _on_status(self, msg) -> None:
-        from planner_pkg.nodes.conversions import status_values
-
-        v = status_values(msg)
-        name = v.get("name", "")
-        if name.endswith("planner"):
-            self.planner_status = v.get("goal_status", "")
-            med = v.get("replan_ms_median", "n/a")
-        elif name.endswith("policy"):  # the policy's "replan" is one network step
-            med = v.get("inference_ms_median", "n/a")
-        else:
-            return
+    def add(name: str, module: str, attrs) -> None:
         try:
-            if med not in ("n/a", "none", ""):
-                self.replan_ms.append(float(med))
-        except ValueError:
-            pass
+            mod = importlib.import_module(module)
+            out[name] = [(getattr(mod, attr), prefix) for attr, prefix in attrs]
+        except (ImportError, AttributeError):  # an optional node (extra not installed)
+            out[name] = []
 
-    def _on_odom(self, msg) -> None:
-        from planner_pkg.nodes.conversions import odometry_to_state
+    add("sim_bridge", SIM_BRIDGE.module, [("SimBridgeConfig", "")])
+    add("planner", PLANNER.module, [("PlannerNodeConfig", "")])
+    if out["planner"]:
+        ego_cls, _ = importlib.import_module(PLANNER.module)._ego_config()
+        if ego_cls is not None:
+            out["planner"].append((ego_cls, "ego."))
+    add("traj_server", TRAJ_SERVER.module, [("TrajServerConfig", "")])
+    add("policy", POLICY.module, [("PolicyNodeConfig", "")])
+    add("fcu_bridge", FCU_BRIDGE.module, [("FcuBridgeNodeConfig", ""), ("BridgeConfig", "")])
+    add("recorder", RECORDER.module, [("RecorderConfig", "")])
+    return out
 
-        try:
-            s = odometry_to_state(msg)
-        except ValueError:
-            return
-        with self.lock:
-            if self.done.is_set():
-                return
-            self.log.append(s.t, s.position, s.velocity)
-            if self.t_goal is None:
-                return
-            if self.prev is not None:
-                self.path_m += float(np.linalg.norm(s.position - self.prev))
-            self.prev = s.position
-            clearance = float(self.world.signed_distance(s.position)) - self.radius_m
-            self.min_clearance = min(self.min_clearance, clearance)
-            if clearance < 0:
-                self._finish("collision", s.t)
-            elif np.linalg.norm(s.position - self.goal) <= self.tolerance_m:
-                self._finish("goal_reached", s.t)
-            elif s.t - self.t_goal >= self.timeout_s:
-                self._finish("timeout", s.t)
 
-    def _finish(self, reason: str, t: float) -> None:
-        self.reason, self.t_end = reason, t
-        self.wall_end = time.monotonic()
-        self.done.set()
+def _sim_bridge_value(blocks: dict, name: str):
+    """The sim_bridge's ``name`` in the parameter blocks (its own block over a ``/**`` one), or None."""
+    from planner_pkg.nodes.params import flatten_yaml_block, node_of_key
 
-    def send_goal(self) -> bool:
-        """Publish the goal once the planner subscribes and odometry flows; True when sent."""
-        from planner_pkg.nodes.conversions import goal_to_pose
-
-        if self.goal_sent:
-            return True
-        if self.goal_pub.get_subscription_count() == 0 or len(self.log) == 0 or not self._goal_listeners_ready():
-            return False
-        with self.lock:
-            self.t_goal = self.log.t[-1]
-            self.wall_goal = time.monotonic()
-        self.goal_pub.publish(goal_to_pose(self.goal))
-        self.goal_sent = True
-        return True
-
-    def _goal_listeners_ready(self) -> bool:
-        """Every node that must hear the (volatile) goal is subscribed and matched: a flying node
-        (planner / policy: any subscriber but the recorder) and, with ``--record``, the recorder."""
-        try:
-            infos = self.node.get_subscriptions_info_by_topic(self.goal_pub.topic_name)
-        except Exception:  # noqa: BLE001 - graph query while shutting down
-            return False
-        names = {i.node_name for i in infos}
-        if not names - {"recorder"} or (self.wait_for_recorder and "recorder" not in names):
-            return False
-        return self.goal_pub.get_subscription_count() >= len(infos)
-
-    def summary(self, planner: str, world_name: str, vehicle: str = "quadrotor"):
-        """The mission as an :class:`~planner_pkg.sim.flight_log.EpisodeSummary` (fly's summary.json)."""
-        from planner_pkg.sim.flight_log import EpisodeSummary
-
-        with self.lock:
-            data = self.log.as_array()
-        t_end = getattr(self, "t_end", None)
-        flown = data[data[:, 0] >= self.t_goal] if self.t_goal is not None else data[:0]
-        duration = 0.0
-        if self.t_goal is not None and len(flown):
-            duration = (t_end if t_end is not None else float(flown[-1, 0])) - self.t_goal
-        speeds = np.linalg.norm(flown[:, 4:7], axis=1) if len(flown) else np.zeros(1)
-        wall_goal, wall_end = getattr(self, "wall_goal", None), getattr(self, "wall_end", None)
-        wall = (wall_end if wall_end is not None else time.monotonic()) - wall_goal if wall_goal is not None else 0.0
-        last = flown[-1, 1:4] if len(flown) else (data[-1, 1:4] if len(data) else np.full(3, np.nan))
-        collided = self.reason == "collision"
-        return EpisodeSummary(
-            reached=self.reason == "goal_reached", collided=collided, time_s=duration, path_length_m=self.path_m,
-            min_clearance_m=self.min_clearance if math.isfinite(self.min_clearance) else None,
-            replan_ms_median=float(np.median(self.replan_ms)) if self.replan_ms else None,
-            replan_ms_p95=float(np.percentile(self.replan_ms, 95)) if self.replan_ms else None,
-            reason=self.reason or "interrupted", mean_speed_mps=self.path_m / duration if duration > 0 else 0.0,
-            max_speed_mps=float(speeds.max()), final_goal_distance_m=float(np.linalg.norm(last - self.goal)),
-            seed=None, planner=planner, vehicle=vehicle, world=world_name,
-            start=flown[0, 1:4].tolist() if len(flown) else [], goal=self.goal.tolist(),
-            collision_time_s=t_end if collided else None, collision_position=last.tolist() if collided else None,
-            planner_calls=None, bad_setpoints=None, depth_frames=None,  # counted inside the nodes, not here
-            wall_time_s=wall, real_time_factor=duration / wall if wall > 0 and duration > 0 else None,
-            message=f"over ROS 2 DDS; planner status: {self.planner_status}",
-        )
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()
-        if self.context.ok():
-            self.context.shutdown()
-        self.thread.join(timeout=2.0)
+    value = None
+    for key, params in blocks.items():
+        node = node_of_key(key)
+        flat = flatten_yaml_block(params)
+        if node == "sim_bridge" and name in flat:
+            value = flat[name]
+        elif node == "*" and name in flat and value is None:
+            value = flat[name]
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
-def _point(text: str) -> np.ndarray:
-    from planner_pkg.cli import parse_point
-
-    return parse_point(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from planner_pkg import cli_args as types
+
     p = argparse.ArgumentParser(prog="python -m planner_pkg bringup",
                                 description="Start the ROS 2 graph of a launch file without ros2 launch.")
     p.add_argument("profile", choices=sorted(PROFILES), help="sim (embedded simulator), gazebo, hardware")
     p.add_argument("--params", metavar="FILE", help="parameter YAML (default: config/<profile>.yaml)")
     p.add_argument("--world", metavar="FILE", help="world file for the simulator (and the planner's geofence)")
-    p.add_argument("--start", type=_point, metavar="X,Y,Z", help="start position, m")
+    p.add_argument("--start", type=types.point, metavar="X,Y,Z", help="start position, m")
     p.add_argument("--planner", help="planner name (ego, direct, policy)")
-    p.add_argument("--namespace", default="", help="ROS namespace for every node (swarms); default none")
-    p.add_argument("--real-time-factor", type=float,
+    p.add_argument("--namespace", type=types.ros_namespace, default="",
+                   help="ROS namespace for every node (swarms); default none")
+    p.add_argument("--real-time-factor", type=types.real_time_factor,
                    help="simulated seconds per wall second; 0 = as fast as the planner allows (lockstep)")
     p.add_argument("--use-sim-time", dest="use_sim_time", action="store_true", default=None)
     p.add_argument("--no-sim-time", dest="use_sim_time", action="store_false")
     p.add_argument("--single-process", action="store_true", help="all nodes in one process (one executor thread each)")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warn", "error"))
-    p.add_argument("--stop-timeout", type=float, default=5.0, help="grace after SIGINT before SIGTERM, s")
-    p.add_argument("--duration", type=float, help="stop after this many wall seconds")
+    p.add_argument("--stop-timeout", type=types.duration_s, default=5.0, help="grace after SIGINT before SIGTERM, s")
+    p.add_argument("--duration", type=types.duration_s, help="stop after this many wall seconds")
     mission = p.add_argument_group("mission (fly a goal over DDS and write the fly command's files)")
-    mission.add_argument("--goal", type=_point, metavar="X,Y,Z", help="publish this goal and wait for the outcome")
-    mission.add_argument("--timeout", type=float, default=60.0, help="mission limit in sim seconds (60)")
-    mission.add_argument("--goal-tolerance", type=float, default=0.5, help="goal radius, m (0.5)")
-    mission.add_argument("--log", metavar="CSV", help="flight log t,x,y,z,vx,vy,vz from odom")
-    mission.add_argument("--summary", metavar="JSON", help="mission summary")
-    mission.add_argument("--plot", metavar="PNG", help="flight plot (matplotlib)")
-    mission.add_argument("--record", metavar="MCAP", help="record the topics to an MCAP file")
+    mission.add_argument("--goal", type=types.point, metavar="X,Y,Z", help="publish this goal and wait for the outcome")
+    mission.add_argument("--timeout", type=types.duration_s, default=60.0, help="mission limit in sim seconds (60)")
+    mission.add_argument("--goal-tolerance", type=types.goal_tolerance_m, default=0.5, help="goal radius, m (0.5)")
+    mission.add_argument("--log", type=types.output_file, metavar="CSV",
+                         help="flight log t,x,y,z,vx,vy,vz from odom, from the goal to the end of the mission")
+    mission.add_argument("--summary", type=types.output_file, metavar="JSON", help="mission summary")
+    mission.add_argument("--plot", type=types.output_file, metavar="PNG", help="flight plot (matplotlib)")
+    mission.add_argument("--record", type=types.output_file, metavar="MCAP", help="record the topics to an MCAP file")
     return p
 
 
 def _prepare(args) -> Optional[str]:
-    """Fill in defaults; returns an error message or None."""
+    """Fill in defaults and check everything a run needs before any node starts (the parameter
+    file, the world, the start and goal, the output files); returns an error message or None."""
+    from planner_pkg.nodes.params import ParamsFileError, check_params_file, read_params_file
+
     if args.use_sim_time is None:
         args.use_sim_time = USE_SIM_TIME[args.profile]
     args.params = Path(args.params) if args.params else default_params_file(args.profile)
     if not args.params.is_file():
         return f"parameter file {str(args.params)!r} does not exist"
+    try:
+        blocks = read_params_file(args.params)
+        check_params_file(blocks, node_parameter_configs(), args.params)
+    except ParamsFileError as exc:
+        return str(exc)
+    if args.goal is None:
+        given = [name for name in ("log", "summary", "plot") if getattr(args, name)]
+        if given:
+            return f"--{given[0]} is written by a mission: give --goal X,Y,Z too"
     args.world_bounds, args.world_obj = None, None
+    mode = "gazebo" if args.profile == "gazebo" else (_sim_bridge_value(blocks, "mode") or "embedded")
+    args.ground_truth = args.profile != "hardware" and mode == "embedded"
     if args.profile != "hardware":
         from planner_pkg.nodes.sim_bridge import DEFAULT_WORLD, find_world
         from planner_pkg.world import WorldFormatError, load_world
 
-        world = args.world or world_from_params(args.params) or DEFAULT_WORLD
+        world = args.world or _sim_bridge_value(blocks, "world_file") or DEFAULT_WORLD
         try:
             path = find_world(world)
             args.world_obj = load_world(path)
@@ -469,8 +383,55 @@ def _prepare(args) -> Optional[str]:
             return (f"node '{spec.name}' ({spec.module}) is not installed in this version of planner_pkg; "
                     f"the '{args.profile}' profile needs it")
     args.specs = specs
-    if args.goal is not None and args.world_obj is None:
-        return "--goal needs a simulated profile (sim or gazebo) with a world file"
+    if args.goal is not None:
+        if args.world_obj is None:
+            return "--goal needs a simulated profile (sim or gazebo) with a world file"
+        return _check_mission(args, blocks)
+    return None
+
+
+#: Least wall time without odometry before a mission ends as ``stalled``, s.
+MIN_STALL_TIMEOUT_S = 30.0
+
+
+def mission_stall_timeout_s(blocks: dict) -> float:
+    """How long the mission waits without odometry before it ends as ``stalled``, wall s: longer
+    than the simulator's ``lockstep_fault_timeout_s`` plus two of its status periods, so a
+    lockstep fault is reported as one (with its reason) rather than as a stall."""
+    from planner_pkg.nodes.sim_bridge import SimBridgeConfig
+
+    default = SimBridgeConfig()
+    fault = _sim_bridge_value(blocks, "lockstep_fault_timeout_s")
+    rate = _sim_bridge_value(blocks, "status_rate_hz")
+    fault = float(fault if fault is not None else getattr(default, "lockstep_fault_timeout_s", MIN_STALL_TIMEOUT_S))
+    rate = float(rate if rate is not None else default.status_rate_hz)
+    return max(MIN_STALL_TIMEOUT_S, fault + 2.0 / rate + 5.0)
+
+
+def _check_mission(args, blocks) -> Optional[str]:
+    """The checks ``fly`` makes: start and goal free and inside the world, not within the goal
+    tolerance of each other, and a plot can be drawn (before flying, not after)."""
+    from planner_pkg.cli import CliError, check_start_goal
+    from planner_pkg.sim.params import QuadrotorParams
+
+    args.stall_timeout_wall_s = mission_stall_timeout_s(blocks)
+    start = args.start
+    if start is None:
+        value = _sim_bridge_value(blocks, "start_m")
+        from planner_pkg.nodes.sim_bridge import SimBridgeConfig
+
+        start = np.asarray(value if value is not None else SimBridgeConfig().start_m, dtype=np.float64)
+    try:
+        check_start_goal(args.world_obj, start, args.goal, QuadrotorParams().collision_radius_m, args.goal_tolerance)
+    except CliError as exc:
+        return str(exc)
+    if args.plot:
+        from planner_pkg.sim.plot import PlottingUnavailableError, require_pyplot
+
+        try:
+            require_pyplot()
+        except PlottingUnavailableError as exc:
+            return str(exc)
     return None
 
 
@@ -564,10 +525,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             sup.start_all()
             if args.goal is not None:
+                from planner_pkg.nodes.mission import Mission
                 from planner_pkg.sim.params import QuadrotorParams
 
+                def simulator_pid() -> Optional[int]:
+                    proc = sup.procs.get(SIM_BRIDGE.name)
+                    return proc.pid if proc is not None else None
+
                 mission = Mission(args.world_obj, args.goal, args.goal_tolerance, args.timeout,
-                                  QuadrotorParams().collision_radius_m, args.namespace)
+                                  QuadrotorParams().collision_radius_m, args.namespace,
+                                  ground_truth_expected=args.ground_truth, simulator_pid=simulator_pid,
+                                  stall_timeout_wall_s=args.stall_timeout_wall_s)
                 mission.wait_for_recorder = bool(args.record)
             while not stop.is_set():
                 sup.poll()
@@ -575,7 +543,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     code = sup.failed
                     break
                 if mission is not None:
-                    mission.send_goal()
+                    mission.poll()
+                    _print_mission_warnings(mission)
                     if mission.done.is_set():
                         break
                 if args.duration and time.monotonic() - t_start >= args.duration:
@@ -584,7 +553,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         finally:
             sup.stop()
             if mission is not None:
-                code = _write_mission(args, mission) if code == EXIT_OK else code
+                mission_code = _write_mission(args, mission)
+                code = code if code != EXIT_OK else mission_code
                 mission.close()
         return code
     finally:
@@ -592,24 +562,54 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             signal.signal(s, h)
 
 
-def _write_mission(args, mission: Mission) -> int:
+def _print_mission_warnings(mission) -> None:
+    while mission.warnings:
+        print(f"[bringup] mission: {mission.warnings.pop(0)}", file=sys.stderr, flush=True)
+
+
+def _write_mission(args, mission) -> int:
+    """Write every output the mission has (each on its own: one that fails does not lose the
+    others); EXIT_FAILED when one failed or the run itself failed (nothing flown, lockstep fault,
+    stalled), else EXIT_OK."""
+    from planner_pkg.cli import write_outputs
+
+    _print_mission_warnings(mission)
     summary = mission.summary(args.planner or "(params file)", Path(args.world).name)
-    if args.summary:
-        Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
-        summary.write_json(args.summary)
+    flight = mission.flight_log()
+    writers = []
+
+    def folder(path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+
     if args.log:
-        Path(args.log).parent.mkdir(parents=True, exist_ok=True)
-        mission.log.write_csv(args.log)
+        writers.append(("--log", args.log, lambda: (folder(args.log), flight.write_csv(args.log))))
+    if args.summary:
+        writers.append(("--summary", args.summary, lambda: (folder(args.summary), summary.write_json(args.summary))))
     if args.plot:
         from planner_pkg.sim.plot import PlottingUnavailableError, plot_flight
 
-        try:
-            plot_flight(args.plot, args.world_obj, mission.log, summary,
-                        title=f"bringup {args.profile}: {Path(args.world).name}")
-        except PlottingUnavailableError as exc:
-            print(f"[bringup] no plot: {exc}", file=sys.stderr)
+        def plot():
+            folder(args.plot)
+            try:
+                plot_flight(args.plot, args.world_obj, flight, summary,
+                            title=f"bringup {args.profile}: {Path(args.world).name}")
+            except PlottingUnavailableError as exc:
+                raise ValueError(str(exc)) from None
+
+        writers.append(("--plot", args.plot, plot))
+    errors = write_outputs(writers)
     print(json.dumps(summary.to_dict(), allow_nan=False), flush=True)
-    return EXIT_OK
+    if mission.run_failed:
+        if mission.judge.reason_is_failure:  # a lockstep fault, stalled odometry: say that first
+            what = summary.reason
+        elif not mission.goal_sent:
+            what = "no goal was sent (the graph never became ready)"
+        else:
+            what = "no odometry of this mission arrived after the goal"
+        errors.append(f"the mission failed: {what}")
+    for line in errors:
+        print(f"[bringup] error: {line}", file=sys.stderr, flush=True)
+    return EXIT_FAILED if errors else EXIT_OK
 
 
 if __name__ == "__main__":

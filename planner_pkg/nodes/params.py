@@ -318,3 +318,140 @@ class ConfigParameters:
         self.node.get_logger().info(f"parameters updated: {sorted(self._ours(params))}")
         if self._on_change is not None:
             self._on_change(self.config)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameter files (the --params-file YAML every node of a graph reads)
+# ---------------------------------------------------------------------------------------------
+class ParamsFileError(ValueError):
+    """A parameter file cannot be used; the message names the file and the problem."""
+
+
+#: Parameters rclpy declares on every node itself.
+BUILTIN_PARAMETERS = ("use_sim_time", "start_type_description_service")
+_BUILTIN_PREFIXES = ("qos_overrides.",)
+
+
+def read_params_file(path) -> Dict[str, dict]:
+    """``{node key: ros__parameters mapping}`` of a ROS 2 parameter YAML (``/**/planner:
+    {ros__parameters: {...}}``); ParamsFileError naming the file for text that is not UTF-8,
+    malformed YAML, or anything but a mapping of node blocks. Loading never runs code."""
+    import yaml
+    from pathlib import Path
+
+    where = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ParamsFileError(f"parameter file {where!r}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParamsFileError(f"parameter file {where!r} is not UTF-8 text (byte {raw[exc.start]:#04x} at offset "
+                              f"{exc.start})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ParamsFileError(f"parameter file {where!r} is not valid YAML{at}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParamsFileError(f"parameter file {where!r} must be a mapping of node blocks "
+                              f"('/**/planner: {{ros__parameters: {{...}}}}'), got a {type(data).__name__}")
+    blocks: Dict[str, dict] = {}
+    for key, block in data.items():
+        if not isinstance(key, str) or not key:
+            raise ParamsFileError(f"parameter file {where!r}: node key {key!r} is not a node name")
+        if not isinstance(block, dict) or set(block) != {"ros__parameters"}:
+            got = sorted(map(str, block)) if isinstance(block, dict) else type(block).__name__
+            raise ParamsFileError(f"parameter file {where!r}: block {key!r} must hold exactly "
+                                  f"'ros__parameters: {{...}}', got {got}")
+        params = block["ros__parameters"]
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise ParamsFileError(f"parameter file {where!r}: {key}.ros__parameters must be a mapping of "
+                                  f"parameter names to values, got a {type(params).__name__}")
+        blocks[key] = params
+    return blocks
+
+
+def node_of_key(key: str) -> str:
+    """The node name a parameter-file key addresses (``/**/planner`` -> ``planner``); ``*`` for a
+    key that addresses every node (``/**``)."""
+    last = key.rstrip("/").split("/")[-1]
+    return "*" if last in ("**", "*", "") else last
+
+
+def _type_problem(spec: ParamSpec, value) -> Optional[str]:
+    """Why ROS would refuse ``value`` for ``spec`` by type (ROS parameters are typed), or None."""
+    def is_int(v):
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    scalar = {"double": lambda v: isinstance(v, float), "integer": is_int, "bool": lambda v: isinstance(v, bool),
+              "string": lambda v: isinstance(v, str)}
+    if spec.kind in scalar:
+        if scalar[spec.kind](value):
+            return None
+        hint = f" (write {value}.0: ROS reads {value} as an integer)" if spec.kind == "double" and is_int(value) else ""
+        return f"must be a {spec.kind}, got {value!r}{hint}"
+    elem = spec.kind[: -len("_array")]
+    if not isinstance(value, list) or not all(scalar[elem](v) for v in value):
+        hint = " (write 1.0, not 1)" if elem == "double" and isinstance(value, list) and any(map(is_int, value)) \
+            else ""
+        return f"must be a list of {elem}s, got {value!r}{hint}"
+    return None
+
+
+def check_params_file(blocks: Dict[str, dict], node_configs: Dict[str, Sequence[Tuple[type, str]]],
+                      path="parameter file") -> None:
+    """ParamsFileError naming the file, block and key for: a block for a node that is not one of
+    ``node_configs`` (node name -> its config classes and prefixes), a parameter a node does not
+    declare (ROS would silently drop it), a value of the wrong type, or a value the node's config
+    refuses. ``/**`` blocks may hold parameters of any of the nodes. A node listed with no config
+    classes (its module could not be imported here) is not checked, nor are ``/**`` keys then."""
+    import difflib
+
+    where = f"parameter file {str(path)!r}"
+    specs_of = {node: [(cls, prefix, param_specs(cls, prefix=prefix)) for cls, prefix in configs]
+                for node, configs in node_configs.items()}
+    for key, params in blocks.items():
+        node = node_of_key(key)
+        if node != "*" and node not in specs_of:
+            close = difflib.get_close_matches(node, list(specs_of), 1)
+            raise ParamsFileError(f"{where}: block {key!r} is for an unknown node {node!r}"
+                                  f"{f' (did you mean {close[0]!r}?)' if close else ''}; the nodes are "
+                                  f"{', '.join(sorted(specs_of))}")
+        nodes = list(specs_of) if node == "*" else [node]
+        if not all(specs_of[n] for n in nodes):
+            continue  # nothing to check against
+        flat = flatten_yaml_block(params)
+        known = {s.name: s for n in nodes for _, _, specs in specs_of[n] for s in specs}
+        unknown = [k for k in flat if k not in known and k not in BUILTIN_PARAMETERS
+                   and not k.startswith(_BUILTIN_PREFIXES)]
+        if unknown:
+            hints = []
+            for k in unknown[:5]:
+                close = difflib.get_close_matches(k, list(known), 1)
+                hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ParamsFileError(f"{where}: {key}: unknown parameter(s) {', '.join(hints)} - ROS would drop them "
+                                  f"silently; fix the name or remove it")
+        for name, value in flat.items():
+            spec = known.get(name)
+            problem = _type_problem(spec, value) if spec is not None else None
+            if problem:
+                raise ParamsFileError(f"{where}: {key}: parameter {name!r} {problem}")
+        if node == "*":
+            continue  # values are checked against each node's own block; a /** value may suit only some
+        for cls, _prefix, specs in specs_of[node]:
+            names = {s.name for s in specs}
+            mine = {k: v for k, v in flat.items() if k in names}
+            if not mine:
+                continue
+            try:
+                build_config(cls, specs, mine)
+            except (ValueError, TypeError) as exc:
+                raise ParamsFileError(f"{where}: {key}: {exc}") from None
