@@ -239,7 +239,7 @@ class PlannerNode(Node):
 
     def _take_odom(self, msg: Odometry) -> None:
         try:
-            state = conv.odometry_to_state(msg)
+            state = conv.odometry_to_state(msg, self.params.config.frame_id, None)
         except ValueError as exc:
             self.counters["bad_odom"] += 1
             if self.throttle("odom"):

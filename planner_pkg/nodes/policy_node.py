@@ -287,7 +287,8 @@ class PolicyNode(Node):
             if msg.child_frame_id not in ("", cfg.base_frame):
                 raise ValueError(f"odometry twist in frame {msg.child_frame_id!r}, expected {cfg.base_frame!r}")
             cause = "values"
-            state = conv.odometry_to_state(msg)  # twist rotated from base_link into the map frame
+            # twist rotated from base_link into the map frame (the frames are checked above)
+            state = conv.odometry_to_state(msg, None, None)
         except ValueError as exc:
             self._bad("bad_odom", "odometry", exc, cause)
             return

@@ -143,7 +143,7 @@ class SimBridgeConfig:
                                             "feed-forward for at most this long after its stamp, s (0 = hold it)"})
     seed: int = field(default=0, metadata={"range": (0, 2**31 - 1), "read_only": True,
                                            "description": "sensor noise seed"})
-    status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
+    status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz (wall clock)"})
     map_frame: str = field(default=conv.MAP_FRAME, metadata={"read_only": True, "description": "world frame"})
     base_frame: str = field(default=conv.BODY_FRAME, metadata={"read_only": True, "description": "body frame"})
     camera_frame: str = field(default="camera_optical", metadata={"read_only": True,
@@ -189,7 +189,8 @@ class SimBridge(Node):
             self._init_embedded(cfg)
         else:
             self._init_gazebo(cfg)
-        self.create_timer(1.0 / cfg.status_rate_hz, self._publish_status)
+        # on the wall clock: the status (a lockstep fault above all) must go out while sim time stands still
+        self.create_timer(1.0 / cfg.status_rate_hz, self._publish_status, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     # -- embedded --------------------------------------------------------------------------------
     def _init_embedded(self, cfg: SimBridgeConfig) -> None:
@@ -404,7 +405,7 @@ class SimBridge(Node):
     def _on_gz_odom(self, msg: Odometry) -> None:
         cfg = self.params.config
         try:
-            state = conv.odometry_to_state(msg)
+            state = conv.odometry_to_state(msg, None, None)  # Gazebo's own frames: republished in map
         except ValueError as exc:
             if self.throttle("gz_odom"):
                 self.log.warning(f"gazebo odometry dropped: {exc}")

@@ -143,7 +143,7 @@ class TrajServer(Node):
 
     def _on_odom(self, msg: Odometry) -> None:
         try:
-            self.state = conv.odometry_to_state(msg)
+            self.state = conv.odometry_to_state(msg, self.params.config.frame_id, None)
         except ValueError as exc:
             self.counters["bad_odom"] += 1
             if self.throttle("odom"):
