@@ -219,8 +219,10 @@ class MissionJudge:
             why = f"odometry stamp {t:.3f} s goes back from {self._last_t:.3f} s (another clock, or a replay)"
             self._note(why)
             return why
-        self._last_t = t
         p = np.asarray(position, dtype=np.float64)
+        if self._last_t is not None and t == self._last_t:
+            return None  # the same instant again (a simulator waiting to start re-sends it): logged once
+        self._last_t = t
         self.log.append(t, p, velocity)
         if not self.started or t < self.t_goal:
             return None
