@@ -33,13 +33,14 @@ def _files(pattern):
 # Console scripts: one per ROS node (`ros2 run planner_pkg <name>`), plus the CLI.
 CONSOLE_SCRIPTS = [
     "planner_pkg = planner_pkg.cli:main",
-    "sim_bridge = planner_pkg.nodes.sim_bridge:main",
-    "planner_node = planner_pkg.nodes.planner_node:main",
-    "traj_server = planner_pkg.nodes.traj_server:main",
     "bringup = planner_pkg.nodes.bringup:main",
-    "fcu_bridge = planner_pkg.nodes.fcu_bridge:main",
-    "policy_node = planner_pkg.nodes.policy_node:main",
-    "recorder = planner_pkg.nodes.recorder:main",
+    # the nodes start through planner_pkg.nodes.run: a Ctrl-C during their imports exits 0 quietly
+    "sim_bridge = planner_pkg.nodes.run:sim_bridge",
+    "planner_node = planner_pkg.nodes.run:planner_node",
+    "traj_server = planner_pkg.nodes.run:traj_server",
+    "fcu_bridge = planner_pkg.nodes.run:fcu_bridge",
+    "policy_node = planner_pkg.nodes.run:policy_node",
+    "recorder = planner_pkg.nodes.run:recorder",
 ]
 
 setup(

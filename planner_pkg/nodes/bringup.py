@@ -172,7 +172,8 @@ def node_overrides(profile: str, spec: NodeSpec, args) -> List[str]:
 
 
 def node_command(profile: str, spec: NodeSpec, args) -> List[str]:
-    cmd = [sys.executable, "-m", spec.module, "--ros-args", "-r", f"__node:={spec.name}"]
+    # through nodes.run: a SIGINT while the node is still importing ends it quietly (exit 0)
+    cmd = [sys.executable, "-m", "planner_pkg.nodes.run", spec.module, "--ros-args", "-r", f"__node:={spec.name}"]
     if args.namespace:
         cmd += ["-r", f"__ns:={args.namespace}"]
     cmd += ["--params-file", str(args.params)]

@@ -71,7 +71,10 @@ def test_bringup_starts_the_launch_files_nodes(profile):
     scripts = _console_scripts()
     for spec in bringup.PROFILES[profile]:
         if spec.executable in scripts:
-            assert scripts[spec.executable] == f"{spec.module}:main"
+            assert scripts[spec.executable] == f"planner_pkg.nodes.run:{spec.executable}"
+            from planner_pkg.nodes.run import NODE_MODULES
+
+            assert NODE_MODULES[spec.executable] == spec.module
 
 
 def test_policy_profiles_swap_the_policy_in_and_declare_planner():

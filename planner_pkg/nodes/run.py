@@ -1,0 +1,62 @@
+"""Node start-up: ``python -m planner_pkg.nodes.run <module> [--ros-args ...]`` and the node
+executables (``setup.py`` console scripts) start a node through here.
+
+Importing a node (rclpy, NumPy, the planner) takes a second or more; a Ctrl-C (or the bringup's
+SIGINT on shutdown) in that second would otherwise end it with a ``KeyboardInterrupt`` traceback
+and exit code 1. Here a SIGINT before the node's own handling is in place (``rclpy.init`` installs
+it) ends the process at once with exit code 0: nothing had started that needs stopping.
+This module imports nothing heavy, so the handler is in place before the slow imports begin.
+"""
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+
+#: executable name -> node module (every module has ``main(args=None) -> int``)
+NODE_MODULES = {
+    "sim_bridge": "planner_pkg.nodes.sim_bridge",
+    "planner_node": "planner_pkg.nodes.planner_node",
+    "traj_server": "planner_pkg.nodes.traj_server",
+    "fcu_bridge": "planner_pkg.nodes.fcu_bridge",
+    "policy_node": "planner_pkg.nodes.policy_node",
+    "recorder": "planner_pkg.nodes.recorder",
+}
+
+
+def _exit_quietly(_signum, _frame) -> None:
+    raise SystemExit(0)
+
+
+def run(module: str, argv=None) -> int:
+    """Import node ``module`` with the quiet SIGINT handler in place, then run its ``main``."""
+    if module not in NODE_MODULES.values():
+        print(f"planner_pkg.nodes.run: {module!r} is not a node module; known: "
+              f"{', '.join(sorted(NODE_MODULES.values()))}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGINT, _exit_quietly)
+    node_module = importlib.import_module(module)
+    return node_module.main(argv)
+
+
+def _entry(name: str):
+    def main() -> int:
+        return run(NODE_MODULES[name])
+    main.__name__ = main.__qualname__ = name
+    return main
+
+
+sim_bridge = _entry("sim_bridge")
+planner_node = _entry("planner_node")
+traj_server = _entry("traj_server")
+fcu_bridge = _entry("fcu_bridge")
+policy_node = _entry("policy_node")
+recorder = _entry("recorder")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        print("usage: python -m planner_pkg.nodes.run <node module> [--ros-args ...]", file=sys.stderr)
+        sys.exit(2)
+    target = sys.argv.pop(1)
+    sys.exit(run(target))
