@@ -1,9 +1,10 @@
 """``python -m planner_pkg policy train|eval``: the learned policy's commands.
 
-    policy train --config FILE --out model.agm [--resume model.ckpt] [--iterations N] [--stop-after N]
+    policy train --config FILE --out model.agm [--resume model.ckpt | --init-from model.agm] [--iterations N]
+                 [--stop-after N]
     policy export --checkpoint model.ckpt --out model.agm
     policy eval  [--model model.agm] [--episodes 100] [--speed 3 [5 ...]] [--vehicle quadrotor|point_mass]
-                 [--first-world K] [--json results.json]
+                 [--first-world K] [--json results.json] [--plot speed_success.png]
 
 ``planner_pkg.cli`` registers these with :func:`add_parser`; errors are raised as its CliError
 (one line on stderr, exit code 2 for bad input, 1 for a failure while running).
@@ -38,6 +39,8 @@ def add_parser(subparsers) -> None:
     tr.add_argument("--out", required=True, metavar="MODEL", help="model file to write (.agm); the checkpoint, "
                     "CSV and PNG go next to it (.ckpt, .csv, .png)")
     tr.add_argument("--resume", metavar="CKPT", help="continue from this checkpoint")
+    tr.add_argument("--init-from", metavar="MODEL", help="start from this exported model's weights (same network "
+                    "shape; a fine-tune with a fresh optimiser), instead of a random initialisation")
     tr.add_argument("--iterations", type=_positive_int, metavar="N", help="override train.iterations")
     tr.add_argument("--stop-after", type=_positive_int, metavar="N",
                     help="run at most N iterations now, checkpoint and stop (continue with --resume)")
@@ -61,6 +64,8 @@ def add_parser(subparsers) -> None:
     ev.add_argument("--first-world", type=_nonneg_int, default=0, metavar="K",
                     help="index of the first evaluation world (odd generator seeds 2K+1, 2K+3, ...)")
     ev.add_argument("--json", metavar="FILE", help="also write the results (and every episode) as JSON")
+    ev.add_argument("--plot", metavar="PNG", help="also write a speed-success plot: success, mean and cruise speed "
+                    "against the commanded speed (needs matplotlib)")
     ev.set_defaults(handler=_cmd_eval)
 
 
@@ -84,8 +89,14 @@ def _cmd_train(args) -> int:
         raise _err(str(exc)) from None
     if args.resume is not None and not Path(args.resume).is_file():
         raise _err(f"checkpoint {args.resume!r} does not exist")
+    if args.init_from is not None:
+        if args.resume is not None:
+            raise _err("--resume and --init-from exclude each other: a checkpoint already holds the weights")
+        if not Path(args.init_from).is_file():
+            raise _err(f"model {args.init_from!r} does not exist")
     try:
-        result = train(cfg, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
+        result = train(cfg, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress,
+                       init_from=args.init_from)
     except ValueError as exc:
         raise _err(str(exc)) from None
     last = result.history[-1] if result.history else {}
@@ -118,7 +129,7 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_eval(args) -> int:
-    from planner_pkg.policy.evaluate import evaluate_policy, format_results
+    from planner_pkg.policy.evaluate import evaluate_policy, format_results, plot_results
     from planner_pkg.policy.export import PolicyModelError, load_policy
 
     path = args.model or default_model_path()
@@ -144,4 +155,11 @@ def _cmd_eval(args) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"model": str(path), "results": [r.to_dict() for r in results],
                                    "episodes": {str(r.speed_mps): r.episodes for r in results}}, indent=1))
+    if args.plot:
+        try:
+            plot_results(results, args.plot, title=f"{Path(str(path)).name}: {args.vehicle}, {args.world_kind} worlds, "
+                         f"{args.episodes} per speed (unseen from {args.first_world})")
+        except (RuntimeError, OSError) as exc:
+            raise _err(f"cannot write the plot {args.plot!r}: {exc}", 1) from None
+        print(f"wrote {args.plot}")
     return 0

@@ -16,6 +16,7 @@ import numpy as np
 
 from planner_pkg.policy.config import PolicyConfig
 from planner_pkg.policy.dynamics import EpisodeDynamics, sample_episode_dynamics
+from planner_pkg.policy.observation import target_velocity  # noqa: F401 - re-exported (training scenarios)
 from planner_pkg.policy.render import PackedScene, pack_scenes
 from planner_pkg.world import generate_world
 
@@ -74,14 +75,6 @@ def _free_points(world, rng, x_center, n: int, cfg, clearance: float) -> np.ndar
     first = np.where(ok.any(axis=1), ok.argmax(axis=1), d.argmax(axis=1))  # else the freest try
     pts[:] = cand[np.arange(n), first]
     return pts
-
-
-def target_velocity(position: np.ndarray, goal: np.ndarray, speed: np.ndarray, approach_gain: float) -> np.ndarray:
-    """(B, 3) m/s: towards the goal at ``speed``, slowing to ``gain x distance`` near it."""
-    delta = goal - position
-    dist = np.sqrt(np.einsum("bk,bk->b", delta, delta))
-    mag = np.minimum(speed, approach_gain * dist)
-    return delta * (mag / np.maximum(dist, 1e-9))[:, None]
 
 
 def sample_episode(cfg: PolicyConfig, batch: int, rng: np.random.Generator) -> Episode:

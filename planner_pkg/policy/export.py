@@ -26,7 +26,7 @@ import numpy as np
 from planner_pkg.policy.config import ConfigError, PolicyConfig, STATE_DIM, config_from_dict
 
 __all__ = ["POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy",
-           "load_policy", "policy_graph"]
+           "load_policy", "policy_graph", "load_weights_from_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -156,3 +156,37 @@ def load_policy(path: Union[str, Path]) -> LoadedPolicy:
     if any(np.dtype(d) != np.float32 for d in list(model.input_dtypes) + list(model.output_dtypes)):
         raise PolicyModelError(f"{where}: the network's inputs and outputs must be float32")
     return LoadedPolicy(model=model, config=cfg, path=where)
+
+
+def load_weights_from_model(net, path: Union[str, Path]) -> int:
+    """Copy the weights of the exported model ``path`` into ``net`` (a ``PolicyNet``), in place: a
+    warm start (``policy train --init-from``). Every parameter of ``net`` must be in the file with
+    the same shape (the same channels, hidden size and image size); the buffers (output scales,
+    feed-forward) stay those of ``net``'s own configuration. Returns the number of tensors copied;
+    raises PolicyModelError naming the file and the first mismatch."""
+    import autograd_core as ag
+    from autograd_core.runtime import _format
+
+    where = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise PolicyModelError(f"cannot read policy model {where!r}: {exc}") from None
+    _policy_metadata(data, where)
+    try:
+        _, tensors = _format.loads(data)
+    except _format.FormatError as exc:
+        raise PolicyModelError(f"{where}: {exc}") from None
+    params = dict(net.named_parameters())
+    for name, param in params.items():
+        if name not in tensors:
+            raise PolicyModelError(f"{where}: has no weight {name!r}; it is not a model of this network "
+                                   "(channels, hidden size and image size must match the config)")
+        have = tuple(np.shape(tensors[name]))
+        if have != tuple(param.shape):
+            raise PolicyModelError(f"{where}: weight {name!r} is {have}, the config's network needs "
+                                   f"{tuple(param.shape)} (channels, hidden size and image size must match)")
+    with ag.no_grad():
+        for name, param in params.items():
+            param.copy_(ag.tensor(np.asarray(tensors[name], dtype=np.float32)))
+    return len(params)

@@ -6,8 +6,10 @@ is added, LeakyReLU, GRUCell(hidden), LeakyReLU, Linear(hidden -> 6). The first 
 the commanded acceleration in the yaw frame, squashed per axis to ``m tanh(raw / m)`` so it stays
 inside the flight controller's limits; the last three are the auxiliary velocity estimate (yaw
 frame, m/s). With ``velocity_prior_gain_per_s`` > 0 the acceleration head is a correction to
-``gain * (target velocity - velocity)`` (a departure from the paper, see NetworkConfig). The GRU state is an explicit input and output, so the exported graph runs one step
-per call on board (``autograd_core.runtime``) with the caller holding the state.
+``gain * (target velocity - velocity)`` plus, horizontally, ``velocity_prior_drag_per_s * target
+velocity`` (a departure from the paper, see NetworkConfig). The GRU state is an explicit input
+and output, so the exported graph runs one step per call on board (``autograd_core.runtime``)
+with the caller holding the state.
 
 Inputs: image (B, 1, rows, cols) float32 (see ``observation.depth_observation``), state
 (B, STATE_DIM) float32, hidden (B, hidden) float32. Outputs: (B, 6) float32, (B, hidden).
@@ -62,6 +64,10 @@ class PolicyNet(nn.Module):
             self.fc.weight.mul_(0.1)
         self.hidden = hidden
         self.velocity_gain = float(net.velocity_prior_gain_per_s)
+        self.velocity_drag = float(net.velocity_prior_drag_per_s)
+        if self.velocity_drag:
+            self.register_buffer("drag_feedforward", ag.tensor(np.array([[self.velocity_drag, self.velocity_drag, 0.0]],
+                                                                        dtype=np.float32)))
 
     def forward(self, image, state, hidden):
         feat = self.act(self.stem(image) + self.v_proj(state))
@@ -70,6 +76,8 @@ class PolicyNet(nn.Module):
         head = raw[:, 0:3]
         if self.velocity_gain:  # correction to a proportional velocity controller (NetworkConfig)
             head = head + (state[:, 3:6] - state[:, 0:3]) * self.velocity_gain
+        if self.velocity_drag:  # drag feed-forward: the prior alone holds the target speed (NetworkConfig)
+            head = head + state[:, 3:6] * self.drag_feedforward
         accel = ag.tanh(head * self.accel_inv_scale) * self.accel_scale
         return ag.cat([accel, raw[:, 3:6]], dim=1), hidden
 

@@ -7,6 +7,9 @@
 * State vector (STATE_DIM = 10): velocity (3) and target velocity (3) in the yaw frame, the body
   up axis in the yaw frame (3), the safety margin (1). The yaw frame is world ENU rotated by the
   vehicle's heading about z, so the policy is invariant to the direction of flight.
+* Target velocity (:func:`target_velocity`): towards the goal at the commanded speed, slowing
+  down near it to ``min(speed, gain * distance, sqrt(2 * decel * distance))`` (the square-root
+  term, a constant-deceleration braking curve, only where ``decel`` > 0).
 * Camera geometry for training: body attitude from the specific-thrust direction and the heading
   (the point mass tilts as a quadrotor does when it accelerates), the camera mounted on the body
   with a pitch (positive = down), pinhole rays through pixel centres (as ``CameraIntrinsics``).
@@ -17,7 +20,7 @@ import numpy as np
 
 from planner_pkg.policy.config import ObservationConfig, STATE_DIM
 
-__all__ = ["inverse_depth", "max_pool", "depth_observation", "state_vector", "yaw_rotate",
+__all__ = ["inverse_depth", "max_pool", "depth_observation", "state_vector", "target_velocity", "yaw_rotate",
            "attitude_from_thrust_batch", "optical_rays", "camera_rotation_batch", "heading_to"]
 
 # Columns: the optical frame's axes (x right, y down, z forward) in the body FLU frame
@@ -76,6 +79,21 @@ def state_vector(velocity, target_velocity, up_axis, yaw, margin) -> np.ndarray:
     out[:, 6:9] = yaw_rotate(np.atleast_2d(np.asarray(up_axis, dtype=np.float64)), yaw)
     out[:, 9] = np.broadcast_to(np.asarray(margin, dtype=np.float64), (b,))
     return out
+
+
+def target_velocity(position, goal, speed, approach_gain: float, approach_decel: float = 0.0) -> np.ndarray:
+    """(B, 3) m/s: from ``position`` (B, 3) m towards ``goal`` (B, 3) m at ``speed`` (B,) m/s, slowing
+    near the goal to ``min(speed, approach_gain * d, sqrt(2 approach_decel d))`` at distance ``d``
+    (the braking curve only where ``approach_decel`` > 0, m/s^2). The linear term alone brakes
+    exponentially from ``speed / gain`` metres out (slow at high speed: 2 s from 7 m/s at 1 1/s);
+    the braking curve starts at ``speed^2 / (2 decel)`` and is the faster profile at high speed."""
+    position = np.atleast_2d(np.asarray(position, dtype=np.float64))
+    delta = np.atleast_2d(np.asarray(goal, dtype=np.float64)) - position
+    dist = np.sqrt(np.einsum("bk,bk->b", delta, delta))
+    mag = np.minimum(np.asarray(speed, dtype=np.float64), approach_gain * dist)
+    if approach_decel > 0:
+        mag = np.minimum(mag, np.sqrt(2.0 * approach_decel * dist))
+    return delta * (mag / np.maximum(dist, 1e-9))[:, None]
 
 
 def heading_to(delta: np.ndarray, fallback: np.ndarray) -> np.ndarray:

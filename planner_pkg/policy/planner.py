@@ -35,7 +35,7 @@ from typing import Optional, Union
 import numpy as np
 
 from planner_pkg.policy.export import LoadedPolicy, load_policy
-from planner_pkg.policy.observation import depth_observation, state_vector
+from planner_pkg.policy.observation import depth_observation, state_vector, target_velocity
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState, quaternion_to_matrix
 
 __all__ = ["PolicyPlannerConfig", "PolicyPlanner"]
@@ -94,6 +94,7 @@ class PolicyPlanner:
         self.policy = model if isinstance(model, LoadedPolicy) else load_policy(model)
         pc = self.policy.config
         self._approach_gain = pc.env.approach_gain_per_s
+        self._approach_decel = pc.env.approach_decel_mps2
         self._hidden = np.zeros((1, pc.network.hidden), dtype=np.float32)
         self._goal: Optional[np.ndarray] = None
         self._image: Optional[np.ndarray] = None
@@ -171,8 +172,8 @@ class PolicyPlanner:
             return Setpoint.hold(state.position, state.yaw)
 
         yaw = state.yaw
-        dist = float(np.linalg.norm(to_goal))
-        target = to_goal * (min(self.speed_mps, self._approach_gain * dist) / max(dist, 1e-9))
+        target = target_velocity(state.position[None], self._goal[None], np.array([self.speed_mps]),
+                                 self._approach_gain, self._approach_decel)[0]
         up = quaternion_to_matrix(state.attitude)[:, 2]
         s = state_vector(state.velocity[None], target[None], up[None], yaw, self.margin_m)
         action, hidden = self.policy.model(self._image, s, self._hidden)

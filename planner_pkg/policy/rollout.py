@@ -103,7 +103,7 @@ def observe(cfg: PolicyConfig, ep: Episode, position, velocity, thrust, yaw, rng
             image = image + rng.normal(0.0, obs.noise_std, image.shape).astype(np.float32)
         if obs.velocity_noise_std_mps > 0:
             v_seen = velocity + rng.normal(0.0, obs.velocity_noise_std_mps, velocity.shape)
-    target = target_velocity(position, ep.goal, ep.speed, cfg.env.approach_gain_per_s)
+    target = target_velocity(position, ep.goal, ep.speed, cfg.env.approach_gain_per_s, cfg.env.approach_decel_mps2)
     state = state_vector(v_seen, target, body[:, :, 2], yaw, ep.margin)
     return image[:, None], state, target
 

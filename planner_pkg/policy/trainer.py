@@ -138,18 +138,29 @@ def train(
     stop_after: Optional[int] = None,
     progress: bool = True,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
+    init_from: Optional[Union[str, Path]] = None,
 ) -> TrainResult:
     """Train a policy with ``cfg`` and export it to ``out`` (module docstring).
 
     resume: a checkpoint to continue from (its configuration must equal ``cfg`` except for
     ``train.iterations``). stop_after: run at most this many iterations now, then checkpoint
-    and return without exporting (a time-boxed run; resume later).
+    and return without exporting (a time-boxed run; resume later). init_from: an exported model
+    (``.agm``) of the same network shape whose weights start the run instead of ``train.seed``'s
+    initialisation (a warm start / fine-tune; fresh optimiser and schedule). Not with ``resume``:
+    a checkpoint already holds the weights.
     """
     tc = cfg.train
     paths = output_paths(out)
     paths["model"].parent.mkdir(parents=True, exist_ok=True)
     ag.set_num_threads(tc.num_threads)
     net = build_network(cfg)
+    if init_from is not None:
+        if resume is not None:
+            raise ValueError("give either a checkpoint to resume or a model to start from (--init-from), not both")
+        from planner_pkg.policy.export import load_weights_from_model
+
+        n = load_weights_from_model(net, init_from)
+        log(f"initialised {n} weight tensors from {init_from}")
     opt = AdamW(net.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
     sched = CosineAnnealingLR(opt, T_max=tc.iterations, eta_min=tc.lr_min)
     history: List[Dict[str, float]] = []

@@ -1,0 +1,207 @@
+"""Issue 16: what lets the policy fly at the commanded speed, checked against independent truth.
+
+* the target-speed profile (linear approach, braking curve) against its closed form;
+* the velocity prior with drag feed-forward: with a zero head the network's acceleration is the
+  closed-form prior, and the training dynamics then settle at the target speed (without the
+  feed-forward: at gain / (gain + drag) of it, the analytic steady state);
+* the planner feeds the network the same profile (read back through the zero-head prior);
+* warm starts from an exported model; the cruise-speed statistic and the speed-success plot.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import autograd_core as ag
+
+from planner_pkg.policy.config import DynamicsConfig, PolicyConfig
+from planner_pkg.policy.dynamics import EpisodeDynamics, PointMassBatch
+from planner_pkg.policy.evaluate import EvalResult, cruise_speed, plot_results
+from planner_pkg.policy.export import PolicyModelError, export_policy, load_policy, load_weights_from_model
+from planner_pkg.policy.network import PolicyNet
+from planner_pkg.policy.observation import state_vector, target_velocity
+from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
+from planner_pkg.types import VehicleState
+
+GAIN, DRAG = 2.0, 0.375
+SMALL = {"channels": [4, 8, 8], "hidden": 16, "velocity_prior_gain_per_s": GAIN}
+
+
+def _zero_head(net):
+    """The head's weights zeroed: the acceleration is the velocity prior alone."""
+    with ag.no_grad():
+        net.fc.weight.mul_(0.0)
+    return net
+
+
+def _cfg(drag=DRAG, **env):
+    return PolicyConfig().replace(network={**SMALL, "velocity_prior_drag_per_s": drag}, env=env)
+
+
+# -- target speed profile ------------------------------------------------------------------------
+@pytest.mark.parametrize("d", [0.05, 0.5, 1.0, 2.0, 3.0, 4.5, 6.0, 12.0, 40.0])
+def test_target_speed_profile_closed_form(d):
+    pos = np.array([[1.0, 2.0, 1.5]])
+    direction = np.array([0.6, -0.8, 0.0])
+    goal = pos + d * direction
+    v = target_velocity(pos, goal, np.array([7.0]), 2.0, 4.0)[0]
+    want = min(7.0, 2.0 * d, math.sqrt(2.0 * 4.0 * d))
+    np.testing.assert_allclose(v, want * direction, rtol=1e-12, atol=1e-12)
+    # without the braking curve: the linear approach alone (the old profile)
+    v_lin = target_velocity(pos, goal, np.array([7.0]), 1.0)[0]
+    np.testing.assert_allclose(v_lin, min(7.0, d) * direction, rtol=1e-12, atol=1e-12)
+
+
+def test_target_speed_at_the_goal_is_zero_and_batches_are_independent():
+    pos = np.zeros((3, 3))
+    goal = np.array([[0.0, 0.0, 0.0], [30.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    v = target_velocity(pos, goal, np.array([5.0, 5.0, 5.0]), 2.0, 4.0)
+    np.testing.assert_allclose(v[0], 0.0)
+    np.testing.assert_allclose(v[1], [5.0, 0.0, 0.0])
+    np.testing.assert_allclose(v[2], [0.0, min(2.0, math.sqrt(8.0)), 0.0])
+
+
+# -- velocity prior with drag feed-forward ---------------------------------------------------------
+def test_zero_head_output_is_the_prior_with_drag_feedforward():
+    cfg = _cfg()
+    ag.manual_seed(0)
+    net = _zero_head(PolicyNet(cfg.network, cfg.observation))
+    rows, cols = cfg.observation.image_hw
+    image = ag.tensor(np.random.default_rng(0).normal(0, 1, (1, 1, rows, cols)).astype(np.float32))
+    v, vt = np.array([[1.0, -0.5, 0.2]]), np.array([[6.0, 1.0, -0.4]])
+    state = state_vector(v, vt, np.array([[0.0, 0.0, 1.0]]), 0.0, 0.2)
+    out, _ = net(image, ag.tensor(state), net.initial_hidden(1))
+    raw = GAIN * (vt[0] - v[0]) + np.array([DRAG, DRAG, 0.0]) * vt[0]  # no vertical feed-forward
+    m = np.array([8.0, 8.0, 5.0])
+    np.testing.assert_allclose(out.detach().numpy()[0, :3], m * np.tanh(raw / m), rtol=1e-5)
+
+
+def _steady_speed(drag_ff, speed=7.0, drag=DRAG, steps=150):
+    """Fly the training point mass (fixed drag, no wind/noise/delay) with the zero-head prior."""
+    cfg = _cfg(drag_ff)
+    ag.manual_seed(0)
+    net = _zero_head(PolicyNet(cfg.network, cfg.observation))
+    dyn = DynamicsConfig(dt_jitter=0.0, wind_std_mps=0.0, ou_sigma_mps2=0.0)
+    ep = EpisodeDynamics(np.full((1, 1), 12.0), np.array([[drag, drag, 0.1]]), np.zeros((1, 3)), np.zeros(1, int))
+    sim = PointMassBatch(dyn, ep, np.zeros((1, 3)), np.random.default_rng(0))
+    rows, cols = cfg.observation.image_hw
+    image = ag.zeros(1, 1, rows, cols)
+    hidden = net.initial_hidden(1)
+    with ag.no_grad():
+        for _ in range(steps):
+            v = sim.velocity.numpy()
+            s = state_vector(v, np.array([[speed, 0.0, 0.0]]), np.array([[0.0, 0.0, 1.0]]), 0.0, 0.2)
+            out, hidden = net(image, ag.tensor(s), hidden)
+            sim.step(out[:, 0:3].double())
+    return float(sim.velocity.numpy()[0, 0])
+
+
+def _analytic_steady_speed(speed, drag_ff, drag, m=8.0):
+    """Root of m tanh((GAIN (V - v) + drag_ff V) / m) = drag v (the squashed prior against drag), by bisection."""
+    lo, hi = 0.0, 2.0 * speed
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if m * math.tanh((GAIN * (speed - mid) + drag_ff * speed) / m) > drag * mid:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def test_prior_without_feedforward_settles_at_the_analytic_fraction():
+    # steady state of v' = gain (V - v) - D v (squashed): about V gain / (gain + D) = 0.84 V
+    want = _analytic_steady_speed(7.0, 0.0, DRAG)
+    assert want == pytest.approx(7.0 * GAIN / (GAIN + DRAG), rel=0.01)
+    assert _steady_speed(0.0) == pytest.approx(want, rel=1e-3)
+
+
+def test_prior_with_drag_feedforward_holds_the_target_speed():
+    want = _analytic_steady_speed(7.0, DRAG, DRAG)
+    assert want == pytest.approx(7.0, rel=0.01)  # the squash costs < 1 %
+    assert _steady_speed(DRAG) == pytest.approx(want, rel=1e-3)
+    # against another drag it settles where the squashed prior balances that drag
+    assert _steady_speed(DRAG, drag=0.45) == pytest.approx(_analytic_steady_speed(7.0, DRAG, 0.45), rel=1e-3)
+
+
+def test_models_without_the_new_fields_keep_the_old_behaviour():
+    cfg = PolicyConfig()
+    assert cfg.network.velocity_prior_drag_per_s == 0.0 and cfg.env.approach_decel_mps2 == 0.0
+    net = PolicyNet(PolicyConfig().replace(network=SMALL).network, cfg.observation)
+    assert "drag_feedforward" not in dict(net.named_buffers())
+
+
+# -- the planner feeds the network the same profile -------------------------------------------
+@pytest.mark.parametrize("d", [1.5, 2.5, 4.0, 20.0])
+def test_planner_target_follows_the_models_braking_profile(tmp_path, d):
+    cfg = _cfg(0.0, approach_gain_per_s=2.0, approach_decel_mps2=4.0)
+    ag.manual_seed(0)
+    net = _zero_head(PolicyNet(cfg.network, cfg.observation))
+    path = export_policy(net, cfg, tmp_path / "p.agm")
+    planner = PolicyPlanner(path, PolicyPlannerConfig(speed_mps=5.0, max_accel_mps2=50.0, max_tilt_deg=89.0))
+    planner.set_goal([d, 0.0, 1.5])
+    at_rest = VehicleState(0.0, [0.0, 0.0, 1.5], np.zeros(3), [0.0, 0.0, 0.0, 1.0], np.zeros(3))
+    sp = planner.step(at_rest, np.full((48, 64), np.inf, dtype=np.float32), 0.0)
+    # zero head at rest: a_x = 8 tanh(gain * target / 8), so the target speed reads back exactly
+    target = 8.0 * math.atanh(sp.acceleration[0] / 8.0) / GAIN
+    assert target == pytest.approx(min(5.0, 2.0 * d, math.sqrt(8.0 * d)), rel=1e-4)
+
+
+# -- warm start --------------------------------------------------------------------------------
+def test_load_weights_from_model_reproduces_the_network(tmp_path):
+    cfg = _cfg()
+    ag.manual_seed(1)
+    a = PolicyNet(cfg.network, cfg.observation)
+    path = export_policy(a, cfg, tmp_path / "a.agm")
+    ag.manual_seed(2)
+    b = PolicyNet(cfg.network, cfg.observation)
+    assert load_weights_from_model(b, path) == len(dict(b.named_parameters()))
+    for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
+        np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy(), err_msg=name)
+    # and the exported runtime model of the copy gives the same actions
+    rows, cols = cfg.observation.image_hw
+    img = np.random.default_rng(3).normal(0, 1, (1, 1, rows, cols)).astype(np.float32)
+    st = np.random.default_rng(4).normal(0, 1, (1, 10)).astype(np.float32)
+    h = np.zeros((1, 16), np.float32)
+    out_a = load_policy(path).model(img, st, h)[0]
+    out_b = load_policy(export_policy(b, cfg, tmp_path / "b.agm")).model(img, st, h)[0]
+    np.testing.assert_array_equal(out_a, out_b)
+
+
+def test_load_weights_refuses_another_network_shape(tmp_path):
+    cfg = _cfg()
+    path = export_policy(PolicyNet(cfg.network, cfg.observation), cfg, tmp_path / "a.agm")
+    other = PolicyConfig().replace(network={**SMALL, "hidden": 24})
+    with pytest.raises(PolicyModelError, match=r"stem.7.weight. is \(16, 64\).*needs \(24, 64\)"):
+        load_weights_from_model(PolicyNet(other.network, other.observation), path)
+    junk = tmp_path / "junk.agm"
+    junk.write_bytes(b"\x00" * 64)
+    with pytest.raises(PolicyModelError, match="not a policy model"):
+        load_weights_from_model(PolicyNet(cfg.network, cfg.observation), junk)
+
+
+# -- cruise speed and the plot -----------------------------------------------------------------
+def test_cruise_speed_is_the_mid_path_median():
+    # accelerate 0 -> 6 m/s over 3 s, cruise 6 m/s for 5 s, brake to 0 over 3 s; 0.01 s samples
+    t = np.arange(0.0, 11.0 + 1e-9, 0.01)
+    v = np.interp(t, [0.0, 3.0, 8.0, 11.0], [0.0, 6.0, 6.0, 0.0])
+    x = np.concatenate([[0.0], np.cumsum(0.5 * (v[1:] + v[:-1]) * np.diff(t))])
+    log = np.column_stack([t, x, np.zeros_like(t), np.ones_like(t), v, np.zeros_like(t), np.zeros_like(t)])
+    # path 9 + 30 + 9 = 48 m; 20..80 % is 9.6..38.4 m: all inside the 6 m/s cruise
+    assert cruise_speed(log) == pytest.approx(6.0, abs=1e-9)
+    assert x[-1] / t[-1] < 4.5  # the mean (path / time) is far below it
+    assert cruise_speed(log[:1]) is None and cruise_speed(np.zeros((5, 7))) is None
+
+
+def test_plot_results_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    results = []
+    for speed, ok in ((3.0, True), (5.0, False)):
+        e = {"reached": ok, "collided": not ok, "reason": "goal_reached" if ok else "collision",
+             "mean_speed_mps": 0.8 * speed, "cruise_speed_mps": 0.9 * speed, "min_clearance_m": 0.3}
+        results.append(EvalResult(speed_mps=speed, vehicle="point_mass", episodes=[e]))
+    assert results[0].cruise_speed_mps == pytest.approx(2.7) and math.isnan(results[1].cruise_speed_mps)
+    out = tmp_path / "plot" / "speed.png"
+    plot_results(results, out)
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    assert not list(out.parent.glob("*.tmp.png"))
