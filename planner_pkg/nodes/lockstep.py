@@ -15,10 +15,10 @@ the participant keeps the schedule itself (a fixed grid of sim time per callback
 timer's): a callback due at sim time ``T`` runs once the node's clock has reached ``T`` and it
 holds the inputs of ``T`` (for the trajectory server, also the planners' trajectories of ``T``);
 callbacks due together run in the order they were due, then in creation order; and once nothing
-is due the node reports its next one. It is driven by the clock's jump callback and by the
-arrival of every input, not by rclpy's sim-time timers: a sim-time timer is woken by the clock
-message itself, and a simulator that publishes one clock message per step and then waits for
-the node must not depend on that wake-up (a missed one stalls the flight).
+is due the node reports its next one. It is driven by the clock's jump callback (which only
+triggers a guard condition: nothing runs inside rcl) and by the arrival of every input, not by
+rclpy's sim-time timers: a simulator that publishes one clock message per step and then waits
+for the node must not depend on a timer's wake-up (a missed one stalls the flight).
 """
 from __future__ import annotations
 
@@ -106,19 +106,38 @@ class LockstepParticipant:
         self._running = False
         self._pub = None
         self._jump = None
+        self._wake = None
         if not self.active:
             return
         self._pub = node.create_publisher(DiagnosticStatus, TOPIC_REPORT, LOCKSTEP_QOS)
         node.create_subscription(DiagnosticStatus, TOPIC_MANIFEST, self._on_manifest, LOCKSTEP_SUB_QOS)
         if self.planners is not None:
             node.create_subscription(DiagnosticStatus, TOPIC_REPORT, self._on_report, LOCKSTEP_SUB_QOS)
+        # the clock's jump callback runs inside rcl (C): it only wakes the executor, which then runs
+        # what is due from a guard condition (an exception there is an ordinary callback exception,
+        # never one thrown through rcl's C frames, and nothing runs while rcl holds the clock)
+        self._wake = node.create_guard_condition(self._drain)
         self._jump = node.get_clock().create_jump_callback(
             JumpThreshold(min_forward=Duration(nanoseconds=1), min_backward=None, on_clock_change=False),
             post_callback=self._on_clock_jump)
 
     def _on_clock_jump(self, _jump) -> None:
         self.clock_jumps += 1
-        self._drain()
+        wake = self._wake
+        if wake is not None:
+            wake.trigger()
+
+    def close(self) -> None:
+        """Stop: no callback runs any more (call before the node is destroyed)."""
+        self.active = False
+        self._tasks = []
+        if self._jump is not None:
+            try:
+                self._jump.unregister()
+            except Exception:  # noqa: BLE001 - the clock may already be gone at shutdown
+                pass
+            self._jump = None
+        self._wake = None
 
     # -- the schedule ----------------------------------------------------------------------------
     def create_timer(self, period_s: float, callback: Callable[[], None]):

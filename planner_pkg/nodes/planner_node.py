@@ -549,6 +549,12 @@ class PlannerNode(Node):
         ] + [(k, v) for k, v in self.counters.items()]
         self.pub_status.publish(conv.make_status(f"{self.get_name()}", level, message, values, now))
 
+    def destroy_node(self):
+        lockstep = getattr(self, "lockstep", None)
+        if lockstep is not None:
+            lockstep.close()  # its clock-jump callback must not outlive the node
+        return super().destroy_node()
+
 
 def main(args=None) -> int:
     return c.run_node(PlannerNode, args)

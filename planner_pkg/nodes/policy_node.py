@@ -435,6 +435,12 @@ class PolicyNode(Node):
         ] + self.lockstep.status_values() + list(self.counters.items())
         self.pub_status.publish(conv.make_status(self.get_name(), level, message, values, now))
 
+    def destroy_node(self):
+        lockstep = getattr(self, "lockstep", None)
+        if lockstep is not None:
+            lockstep.close()  # its clock-jump callback must not outlive the node
+        return super().destroy_node()
+
 
 def main(args=None) -> int:
     return c.run_node(PolicyNode, args)

@@ -248,6 +248,12 @@ class TrajServer(Node):
             values.append(("trajectory_end_s", f"{self.trajectory.t_end:.3f}"))
         self.pub_status.publish(conv.make_status(self.get_name(), level, self.mode, values, now))
 
+    def destroy_node(self):
+        lockstep = getattr(self, "lockstep", None)
+        if lockstep is not None:
+            lockstep.close()  # its clock-jump callback must not outlive the node
+        return super().destroy_node()
+
 
 def main(args=None) -> int:
     return c.run_node(TrajServer, args)
