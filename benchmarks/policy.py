@@ -15,8 +15,12 @@
 (c) Batch-1 inference of the exported network through ``autograd_core.runtime`` (target
     <= 1 ms, inside the 66 ms budget of 15 Hz), and a whole ``PolicyPlanner.step`` (observation
     transform of a 64 x 48 depth image + network + clamps).
-(d) Success-rate table of the shipped (or ``--model``) policy in the full-quadrotor simulator at
-    2, 3, 5 and 7 m/s over ``--episodes`` unseen cluttered worlds (slow: ~1 s per episode).
+(d) Success-rate / speed table of the shipped (or ``--model``) policy in the full-quadrotor
+    simulator at 3, 5, 7 and 10 m/s over ``--episodes`` unseen worlds (first world 500, as issue
+    16 measures), forest and cluttered (slow: ~1 s per episode), against issue 16's targets:
+    >= 97 % at 3 m/s; >= 90 % at 5 m/s with mean >= 4.5 m/s; >= 80 % at 7 m/s with mean
+    >= 6.0 m/s; >= 60 % at 10 m/s (mean = path / time, take-off and approach included; cruise =
+    median speed over the middle 60 % of the path). Reported as met / missed, never asserted.
 
 Times are medians over interleaved repeats; the machine's 2 cores are shared, so read ratios,
 not absolute numbers. Never asserts on time.
@@ -340,19 +344,32 @@ def bench_inference(repeat, model_path):
 # ---------------------------------------------------------------------------------------------
 # (d) success table
 # ---------------------------------------------------------------------------------------------
-def bench_success(model_path, episodes):
+#: Issue 16's targets: commanded speed -> (minimum success rate, minimum mean speed m/s or None).
+TARGETS = {3.0: (0.97, None), 5.0: (0.90, 4.5), 7.0: (0.80, 6.0), 10.0: (0.60, None)}
+
+
+def bench_success(model_path, episodes, world_kinds=("forest", "cluttered"), first_world=500):
     from planner_pkg.policy.cli import default_model_path
     from planner_pkg.policy.evaluate import evaluate_policy, format_results
     from planner_pkg.policy.export import load_policy
 
     path = model_path or default_model_path()
-    print(f"\n(d) success rate, full quadrotor, {episodes} unseen cluttered worlds per speed: {path}")
+    print(f"\n(d) success and speed, full quadrotor, {episodes} unseen worlds per speed (from world {first_world}): {path}")
     if path is None:
         print("  no model: pass --model FILE (no shipped model in this installation)")
         return
     pol = load_policy(path)
-    results = [evaluate_policy(pol, episodes=episodes, speed_mps=s) for s in (2.0, 3.0, 5.0, 7.0)]
-    print(format_results(results))
+    for kind in world_kinds:
+        results = [evaluate_policy(pol, episodes=episodes, speed_mps=s, world_kind=kind, first_world=first_world)
+                   for s in TARGETS]
+        print(f"  {kind} worlds:")
+        print("\n".join("  " + line for line in format_results(results).splitlines()))
+        for r in results:
+            need_rate, need_mean = TARGETS[r.speed_mps]
+            ok = r.success_rate >= need_rate and (need_mean is None or r.mean_speed_mps >= need_mean)
+            want = f">= {100 * need_rate:.0f} %" + (f", mean >= {need_mean:g} m/s" if need_mean else "")
+            print(f"  target at {r.speed_mps:g} m/s ({want}): {'met' if ok else 'MISSED'} "
+                  f"({100 * r.success_rate:.0f} %, mean {r.mean_speed_mps:.2f} m/s)")
 
 
 def main(argv=None):
