@@ -1,6 +1,7 @@
 """Learned-policy performance: rollout+backward speed, training throughput, inference, success table.
 
     python benchmarks/policy.py [--repeat N] [--quick] [--model FILE] [--episodes N] [--skip-eval]
+    python benchmarks/policy.py --speed-diagnostics [--model FILE] [--config FILE]   # (e) only
 
 (a) Batched point-mass rollout + backward (ANCHORS.md: torch eager ~26 ms, hand NumPy adjoint
     1-5 ms): B = 64 agents, T = 150 steps of the training dynamics (thrust lag, drag, wind,
@@ -21,6 +22,13 @@
     >= 97 % at 3 m/s; >= 90 % at 5 m/s with mean >= 4.5 m/s; >= 80 % at 7 m/s with mean
     >= 6.0 m/s; >= 60 % at 10 m/s (mean = path / time, take-off and approach included; cruise =
     median speed over the middle 60 % of the path). Reported as met / missed, never asserted.
+(e) Speed diagnostics (issue 16; no flights, seconds): the velocity prior alone (zero head) in the
+    training dynamics against its analytic steady state, for the model's prior; the model's
+    open-space equilibrium (where its x-acceleration, on the empty-world image, equals the drag
+    0.35 v) per commanded speed; the training config's target-speed distribution (an ideal
+    tracker of the target over its episodes: share of steps in the approach, by speed); and the
+    ceiling of ``policy eval``'s mean speed on the 40 m forest course for the model's approach
+    profile (ideal tracker, 8 m/s^2).
 
 Times are medians over interleaved repeats; the machine's 2 cores are shared, so read ratios,
 not absolute numbers. Never asserts on time.
@@ -372,6 +380,126 @@ def bench_success(model_path, episodes, world_kinds=("forest", "cluttered"), fir
                   f"({100 * r.success_rate:.0f} %, mean {r.mean_speed_mps:.2f} m/s)")
 
 
+# ---------------------------------------------------------------------------------------------
+# (e) speed diagnostics
+# ---------------------------------------------------------------------------------------------
+SPEEDS = (3.0, 5.0, 7.0, 10.0)
+
+
+def _prior_steady_speed(net_cfg, speed, drag, steps=150, batch=1):
+    """Speed reached by the prior alone (zero head, the network's squash) in the training point
+    mass with drag ``drag`` (no wind, noise, jitter or delay)."""
+    from planner_pkg.policy.config import DynamicsConfig
+    from planner_pkg.policy.dynamics import EpisodeDynamics, PointMassBatch
+
+    dyn = DynamicsConfig(dt_jitter=0.0, wind_std_mps=0.0, ou_sigma_mps2=0.0)
+    ep = EpisodeDynamics(np.full((batch, 1), 12.0), np.tile([drag, drag, 0.1], (batch, 1)), np.zeros((batch, 3)),
+                         np.zeros(batch, int))
+    sim = PointMassBatch(dyn, ep, np.zeros((batch, 3)), np.random.default_rng(0))
+    m = np.array([net_cfg.max_accel_xy_mps2, net_cfg.max_accel_xy_mps2, net_cfg.max_accel_z_mps2])
+    ff = np.array([net_cfg.velocity_prior_drag_per_s, net_cfg.velocity_prior_drag_per_s, 0.0])
+    target = np.array([speed, 0.0, 0.0])
+    with ag.no_grad():
+        for _ in range(steps):
+            v = sim.velocity.numpy()
+            raw = net_cfg.velocity_prior_gain_per_s * (target - v) + ff * target
+            sim.step(ag.tensor(m * np.tanh(raw / m)))
+    return float(sim.velocity.numpy()[0, 0])
+
+
+def _equilibrium(pol, speed, drag=0.35):
+    """Open-space cruise of a model: the v where its x-acceleration on the empty-world image
+    (level, 1 m up, GRU warmed 30 steps per v) equals ``drag * v``; nan if none below 1.3 V."""
+    from planner_pkg.policy.observation import depth_observation, state_vector
+    from planner_pkg.sim.camera import DepthCamera
+    from planner_pkg.types import VehicleState
+    from planner_pkg.world import generate_world
+
+    cfg = pol.config
+    depth = DepthCamera().render_depth(generate_world("forest", 1, count=0), VehicleState.at_rest([0.0, 0.0, 1.0]))[0]
+    img = depth_observation(depth, cfg.observation)[None, None]
+    margin = 0.5 * sum(cfg.loss.margin_m)
+
+    def excess(v):
+        h = np.zeros((1, cfg.network.hidden), np.float32)
+        s = state_vector(np.array([[v, 0, 0]]), np.array([[speed, 0, 0]]), np.array([[0, 0, 1.0]]), 0.0, margin)
+        for _ in range(30):
+            out, h = pol.model(img, s, h)
+        return float(out[0, 0]) - drag * v
+
+    vs = np.linspace(0.0, 1.3 * speed, 53)
+    f = np.array([excess(v) for v in vs])
+    k = np.nonzero(np.diff(np.sign(f)))[0]
+    if not k.size:
+        return math.nan
+    i = k[0]
+    return float(vs[i] - f[i] * (vs[i + 1] - vs[i]) / (f[i + 1] - f[i]))
+
+
+def _ideal_mean_speed(speed, gain, decel, length=40.0, accel=8.0, tol=0.5, dt=2e-3):
+    """Path / time of an ideal vehicle that tracks the target profile from rest with |a| <= accel."""
+    from planner_pkg.policy.observation import target_velocity
+
+    x = v = t = 0.0
+    goal = np.array([[length, 0.0, 0.0]])
+    while length - x > tol:
+        vt = float(target_velocity(np.array([[x, 0.0, 0.0]]), goal, np.array([speed]), gain, decel)[0, 0])
+        v = min(vt, v + accel * dt) if vt > v else max(vt, v - accel * dt)
+        x += v * dt
+        t += dt
+    return length / t
+
+
+def _target_distribution(cfg, episodes=4, batch=32):
+    from planner_pkg.policy.env import sample_episode
+    from planner_pkg.policy.observation import target_velocity
+
+    rng = np.random.default_rng(1)
+    speeds, approach = [], []
+    for _ in range(episodes):
+        ep = sample_episode(cfg, batch, rng)
+        p = ep.start.copy()
+        for _ in range(cfg.train.steps):
+            tv = target_velocity(p, ep.goal, ep.speed, cfg.env.approach_gain_per_s, cfg.env.approach_decel_mps2)
+            s = np.linalg.norm(tv, axis=1)
+            speeds.append(s)
+            approach.append(s < ep.speed - 1e-6)
+            p = p + tv * cfg.dynamics.dt_s
+    return np.concatenate(speeds), np.concatenate(approach)
+
+
+def bench_speed(model_path, cfg_path):
+    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.config import load_config
+    from planner_pkg.policy.export import load_policy
+
+    path = model_path or default_model_path()
+    print(f"\n(e) speed diagnostics: model {path}, training config {cfg_path}")
+    if path is not None:
+        pol = load_policy(path)
+        net = pol.config.network
+        env = pol.config.env
+        print(f"  model prior: gain {net.velocity_prior_gain_per_s:g} 1/s, drag feed-forward "
+              f"{net.velocity_prior_drag_per_s:g} 1/s; approach gain {env.approach_gain_per_s:g} 1/s, braking "
+              f"{env.approach_decel_mps2:g} m/s^2")
+        print(f"  {'V m/s':>6} {'prior alone':>12} {'model cruise':>13} {'mean-speed ceiling':>19}")
+        for v in SPEEDS:
+            prior = _prior_steady_speed(net, v, 0.35) if net.velocity_prior_gain_per_s > 0 else math.nan
+            eq = _equilibrium(pol, v)
+            ceil = _ideal_mean_speed(v, env.approach_gain_per_s, env.approach_decel_mps2)
+            print(f"  {v:6.1f} {prior:7.2f} ({prior / v:.2f}V) {eq:7.2f} ({eq / v:.2f}V) {ceil:12.2f} ({ceil / v:.2f}V)")
+        print("  (prior alone: zero head, training dynamics, drag 0.35; model cruise: open-space equilibrium; ceiling:\n"
+              "   ideal tracker of the approach profile on the 40 m forest course, 8 m/s^2)")
+    cfg = load_config(cfg_path)
+    speeds, approach = _target_distribution(cfg)
+    edges = [0, 1, 3, 5, 7, 10, 1e9]
+    hist, _ = np.histogram(speeds, edges)
+    share = ", ".join(f"{a:g}-{b:g}: {100 * c / speeds.size:.0f}%" if b < 1e9 else f">{a:g}: {100 * c / speeds.size:.0f}%"
+                      for a, b, c in zip(edges, edges[1:], hist))
+    print(f"  training targets ({cfg_path}): {100 * approach.mean():.0f} % of agent-steps in the approach; "
+          f"by target speed (m/s) {share}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=15)
@@ -379,17 +507,22 @@ def main(argv=None):
     ap.add_argument("--model", help="policy model for the success table (default: the shipped one)")
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--skip-eval", action="store_true", help="skip the (slow) success table")
+    ap.add_argument("--speed-diagnostics", action="store_true", help="only (e): what sets the flown speed")
     ap.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "config",
                                                      "policy", "default.yaml"))
     args = ap.parse_args(argv)
     repeat = 5 if args.quick else args.repeat
     episodes = 10 if args.quick else args.episodes
     print(f"numpy {np.__version__}, torch {torch.__version__ if torch else 'absent'}, {os.cpu_count()} CPUs")
+    if args.speed_diagnostics:
+        bench_speed(args.model, os.path.normpath(args.config))
+        return
     bench_rollout(repeat)
     bench_training(repeat, os.path.normpath(args.config))
     bench_inference(repeat, args.model)
     if not args.skip_eval:
         bench_success(args.model, episodes)
+    bench_speed(args.model, os.path.normpath(args.config))
 
 
 if __name__ == "__main__":
