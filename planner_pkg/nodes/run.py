@@ -24,7 +24,11 @@ NODE_MODULES = {
 }
 
 
-def _exit_quietly(_signum, _frame) -> None:
+_interrupted: list = []
+
+
+def _exit_quietly(signum, _frame) -> None:
+    _interrupted.append(signum)
     raise SystemExit(0)
 
 
@@ -35,7 +39,15 @@ def run(module: str, argv=None) -> int:
               f"{', '.join(sorted(NODE_MODULES.values()))}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGINT, _exit_quietly)
-    node_module = importlib.import_module(module)
+    try:
+        node_module = importlib.import_module(module)
+    except BaseException:
+        if _interrupted:  # the interrupt, or what it left half-imported: a stop, not a failure
+            return 0
+        raise
+    if _interrupted:
+        # a library's bare ``except:`` swallowed the SystemExit and its import went on: still a stop
+        return 0
     return node_module.main(argv)
 
 
