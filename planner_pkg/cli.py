@@ -23,56 +23,27 @@ import argparse
 import json
 import logging
 import math
-import re
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
-import numpy as np
-
+# The shared helpers live in cli_args so that library code (bringup, the policy commands) never
+# imports this entry point; CliError and the exit codes are re-exported here for scripts.
+from planner_pkg.cli_args import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError  # noqa: F401
+from planner_pkg.cli_args import check_start_goal, join_negative_coordinates, write_outputs
 from planner_pkg.cli_args import duration_s as _duration_s
 from planner_pkg.cli_args import goal_tolerance_m as _goal_tolerance_m
+from planner_pkg.cli_args import load_world_file as _load_world
 from planner_pkg.cli_args import output_file as _output_file
 from planner_pkg.cli_args import point as parse_point
 from planner_pkg.cli_args import seed as _seed
 from planner_pkg.cli_args import speed as _speed
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-_COORD = re.compile(r"^-\d")
-
-
-class CliError(Exception):
-    """A user-facing error: printed as ``error: <message>``, exits with ``code``."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE):
-        super().__init__(message)
-        self.code = code
+from planner_pkg.cli_args import writable_path as _writable
 
 
 # ---------------------------------------------------------------------------------------------
-# argument helpers
-# ---------------------------------------------------------------------------------------------
-def _join_negative_coordinates(argv: Sequence[str], options=("--start", "--goal")) -> List[str]:
-    """Let ``--start -20,0,1`` work: argparse would read ``-20,0,1`` as an option name."""
-    out: List[str] = []
-    it = iter(argv)
-    for arg in it:
-        if arg in options:
-            nxt = next(it, None)
-            if nxt is not None and _COORD.match(nxt):
-                out.append(f"{arg}={nxt}")
-                continue
-            out.append(arg)
-            if nxt is not None:
-                out.append(nxt)
-        else:
-            out.append(arg)
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from planner_pkg.sim.planner_factory import PLANNER_NAMES
+    from planner_pkg.app.planners import PLANNER_NAMES
 
     parser = argparse.ArgumentParser(
         prog="python -m planner_pkg", description="Onboard quadrotor autonomy: simulator and tools."
@@ -132,82 +103,33 @@ def build_parser() -> argparse.ArgumentParser:
     from planner_pkg.policy.cli import add_parser as add_policy_parser
 
     add_policy_parser(sub)  # policy train|eval (planner_pkg/policy/cli.py)
-    from planner_pkg.sim.mcap_log import add_parser as add_plot_parser
-
-    add_plot_parser(sub)  # plot RUN.mcap (planner_pkg/sim/mcap_log.py)
+    _add_plot_parser(sub)  # plot RUN.mcap (read back by planner_pkg/sim/mcap_log.py)
     return parser
+
+
+def _add_plot_parser(sub) -> None:
+    p = sub.add_parser("plot", help="draw flight.png (and a summary) from a recorded run (MCAP)")
+    p.add_argument("recording", metavar="RUN.mcap", help="MCAP written by 'bringup --record' / the recorder node")
+    p.add_argument("--world", required=True, metavar="FILE", help="the world file the run flew in")
+    p.add_argument("-o", "--output", required=True, type=_output_file, metavar="PNG", help="plot to write")
+    p.add_argument("--summary", type=_output_file, metavar="JSON",
+                   help="also write the run's summary (fly's summary.json keys)")
+    p.add_argument("--log", type=_output_file, metavar="CSV", help="also write the flight log t,x,y,z,vx,vy,vz")
+    p.add_argument("--goal", type=parse_point, metavar="X,Y,Z", help="goal, if the recording has no goal_pose")
+    p.add_argument("--goal-tolerance", type=_goal_tolerance_m, default=0.5, metavar="M",
+                   help="goal radius, m (0.5)")
+    p.add_argument("--timeout", type=_duration_s, default=60.0, metavar="S",
+                   help="mission limit after the goal, sim s (60, as bringup)")
+    p.add_argument("--title", help="plot title (default: the recording's name)")
+    p.set_defaults(handler=_cmd_plot)
 
 
 # ---------------------------------------------------------------------------------------------
 # commands
 # ---------------------------------------------------------------------------------------------
-def _load_world(path: str):
-    from planner_pkg.world import WorldFormatError, load_world
-
-    if not Path(path).is_file():
-        raise CliError(f"world file {path!r} does not exist; create one with 'python -m planner_pkg world generate'")
-    try:
-        return load_world(path)
-    except WorldFormatError as exc:
-        raise CliError(f"invalid world file: {exc}") from None
-    except OSError as exc:
-        raise CliError(f"cannot read world file {path!r}: {exc}") from None
-
-
-def check_start_goal(world, start: np.ndarray, goal: np.ndarray, radius: float, tolerance_m: float) -> None:
-    """CliError unless start and goal are free points of ``world`` and the start is not already
-    within ``tolerance_m`` of the goal (that "flight" would be reached at t = 0). ``fly`` and
-    ``bringup --goal`` refuse the same points."""
-    _check_free(world, "start", start, radius)
-    _check_free(world, "goal", goal, radius)
-    gap = float(np.linalg.norm(np.asarray(goal) - np.asarray(start)))
-    if gap <= tolerance_m:
-        raise CliError(f"the start is {gap:.3f} m from the goal, within the goal tolerance {tolerance_m:g} m: "
-                       f"there is nothing to fly; choose a goal farther away or a smaller --goal-tolerance")
-
-
-def _check_free(world, name: str, point: np.ndarray, radius: float) -> None:
-    lo, hi = np.asarray(world.bounds_min), np.asarray(world.bounds_max)
-    where = ",".join(f"{v:g}" for v in point)
-    if (point < lo).any() or (point > hi).any():
-        raise CliError(
-            f"{name} {where} is outside the world bounds {lo.tolist()} .. {hi.tolist()}; choose a point inside"
-        )
-    distance = float(world.signed_distance(point))
-    if distance < radius:
-        inside = "inside an obstacle" if distance < 0 else f"within {radius:g} m (the vehicle radius) of an obstacle"
-        raise CliError(
-            f"{name} {where} is {inside} (distance to the nearest surface {distance:.3f} m, ground included); "
-            f"choose a free point"
-        )
-
-
-def _writable(path, what: str) -> Path:
-    p = Path(path)
-    if p.exists() and p.is_dir():
-        raise CliError(f"{what} path {str(path)!r} is a directory; give a file name")
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise CliError(f"{what}: cannot create the folder of {str(path)!r}: {exc}") from None
-    return p
-
-
-def write_outputs(writers) -> List[str]:
-    """Run each ``(what, path, write)`` in turn; one that fails does not stop the others (a flight
-    is not lost to one bad path). Returns one error line per failure."""
-    errors = []
-    for what, path, write in writers:
-        try:
-            write()
-        except (OSError, ValueError) as exc:
-            errors.append(f"could not write {what} {str(path)!r}: {exc}")
-    return errors
-
-
 def _cmd_fly(args) -> int:
+    from planner_pkg.app.planners import PlannerNotAvailableError, PlannerOptions, make_planner
     from planner_pkg.sim.params import QuadrotorParams, PointMassParams
-    from planner_pkg.sim.planner_factory import PlannerNotAvailableError, PlannerOptions, make_planner
     from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
 
     world = _load_world(args.world)
@@ -303,6 +225,31 @@ def _cmd_world_sdf(args) -> int:
     return EXIT_OK
 
 
+def _cmd_plot(args) -> int:
+    from planner_pkg.sim.mcap_log import RecordingError, read_run, summarize
+    from planner_pkg.sim.plot import PlottingUnavailableError, plot_flight, require_pyplot
+
+    world = _load_world(args.world)
+    out = _writable(args.output, "-o")
+    try:
+        require_pyplot()
+    except PlottingUnavailableError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        run = read_run(args.recording)
+    except RecordingError as exc:
+        raise CliError(str(exc)) from None
+    summary, log = summarize(run, world, goal=args.goal, tolerance_m=args.goal_tolerance, timeout_s=args.timeout,
+                             world_name=Path(args.world).name)
+    plot_flight(out, world, log, summary, title=args.title or f"recorded run {Path(args.recording).name}")
+    if args.summary:
+        summary.write_json(_writable(args.summary, "--summary"))
+    if args.log:
+        log.write_csv(_writable(args.log, "--log"))
+    print(json.dumps(summary.to_dict(), allow_nan=False))
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------------------------------
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point; returns the exit code instead of exiting (tests call it directly)."""
@@ -313,7 +260,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return bringup_main(argv[1:])
     parser = build_parser()
     try:
-        args = parser.parse_args(_join_negative_coordinates(argv))
+        args = parser.parse_args(join_negative_coordinates(argv))
     except SystemExit as exc:  # argparse already printed usage and the error
         return int(exc.code or 0)
     logging.basicConfig(

@@ -163,7 +163,7 @@ class _AlwaysFails:
 
 def test_fly_that_never_flew_exits_1_and_still_writes_its_files(small_forest, tmp_path, monkeypatch, capsys):
     """Issue 20 item 7: a run whose planner raised on every tick exited 0 like a real flight."""
-    import planner_pkg.sim.planner_factory as factory
+    import planner_pkg.app.planners as factory
     from planner_pkg.cli import main
 
     monkeypatch.setattr(factory, "make_planner", lambda name, options: _AlwaysFails())

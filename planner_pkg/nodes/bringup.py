@@ -412,7 +412,7 @@ def mission_stall_timeout_s(blocks: dict) -> float:
 def _check_mission(args, blocks) -> Optional[str]:
     """The checks ``fly`` makes: start and goal free and inside the world, not within the goal
     tolerance of each other, and a plot can be drawn (before flying, not after)."""
-    from planner_pkg.cli import CliError, check_start_goal
+    from planner_pkg.cli_args import CliError, check_start_goal
     from planner_pkg.sim.params import QuadrotorParams
 
     args.stall_timeout_wall_s = mission_stall_timeout_s(blocks)
@@ -489,7 +489,7 @@ def _run_single_process(args, stop: threading.Event) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from planner_pkg.cli import _join_negative_coordinates
+    from planner_pkg.cli_args import join_negative_coordinates as _join_negative_coordinates
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -572,7 +572,7 @@ def _write_mission(args, mission) -> int:
     """Write every output the mission has (each on its own: one that fails does not lose the
     others); EXIT_FAILED when one failed or the run itself failed (nothing flown, lockstep fault,
     stalled), else EXIT_OK."""
-    from planner_pkg.cli import write_outputs
+    from planner_pkg.cli_args import write_outputs
 
     _print_mission_warnings(mission)
     summary = mission.summary(args.planner or "(params file)", Path(args.world).name)

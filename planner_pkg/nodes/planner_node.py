@@ -52,7 +52,7 @@ from planner_pkg.nodes.sampled_trajectory import (SampledTrajectory, hold_trajec
                                                   setpoint_trajectory, trajectory_span)
 from planner_pkg.sim.camera import DepthCamera
 from planner_pkg.sim.params import CameraParams
-from planner_pkg.sim.planner_factory import PLANNER_NAMES, PlannerNotAvailableError, PlannerOptions, make_planner
+from planner_pkg.app.planners import PLANNER_NAMES, PlannerNotAvailableError, PlannerOptions, make_planner
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
 
 NODE_NAME = "planner"

@@ -9,7 +9,11 @@ Plain Python + NumPy (no ROS, no autograd). SI units, world ENU, body FLU, quate
     camera       depth camera + point cloud         odometry     delayed / noisy state
     collision    vehicle-ball collision monitor     runner       the closed loop, Planner protocol
     flight_log   flight.csv / summary.json          plot         flight.png (matplotlib, lazy)
-    rotation     quaternion / SO(3) helpers         planner_factory  planner name -> planner
+    rotation     quaternion / SO(3) helpers         mcap_log     a recorded run read back
+    mission_judge  the mission's judge (live and recorded)     lockstep  sim-time lockstep rules
+
+The simulator knows no planner: the runner flies any object that follows its Planner protocol;
+planner names are turned into planners by :mod:`planner_pkg.app.planners`.
 """
 from planner_pkg.sim.camera import DepthCamera, depth_to_world_points
 from planner_pkg.sim.collision import CollisionMonitor, clearance
@@ -25,13 +29,6 @@ from planner_pkg.sim.params import (
     OdometryParams,
     PointMassParams,
     QuadrotorParams,
-)
-from planner_pkg.sim.planner_factory import (
-    PLANNER_NAMES,
-    PlannerNotAvailableError,
-    PlannerOptions,
-    available_planners,
-    make_planner,
 )
 from planner_pkg.sim.point_mass import AccelerationCommand, PointMassQuadrotor
 from planner_pkg.sim.runner import ClosedLoopRunner, EpisodeResult, Planner, RunnerConfig, run_episode
@@ -51,10 +48,7 @@ __all__ = [
     "Mixer",
     "Odometry",
     "OdometryParams",
-    "PLANNER_NAMES",
     "Planner",
-    "PlannerNotAvailableError",
-    "PlannerOptions",
     "PointMassController",
     "PointMassParams",
     "PointMassQuadrotor",
@@ -63,9 +57,7 @@ __all__ = [
     "RunnerConfig",
     "SE3Controller",
     "TranslationalController",
-    "available_planners",
     "clearance",
     "depth_to_world_points",
-    "make_planner",
     "run_episode",
 ]

@@ -10,12 +10,12 @@ time. :func:`summarize` judges the flight from that goal with the bringup missio
 ``sim_bridge`` status, where there is one; odometry in time order, inside the flight envelope)
 and cuts the log where the mission would have ended.
 
-``python -m planner_pkg plot RUN.mcap --world W.yaml -o flight.png [--summary out.json]`` draws
-the same figure as ``fly --plot`` / ``bringup --plot`` from a recording.
+``python -m planner_pkg plot RUN.mcap --world W.yaml -o flight.png [--summary out.json]`` (the
+command lives in :mod:`planner_pkg.cli`) draws the same figure as ``fly --plot`` / ``bringup
+--plot`` from a recording with :func:`read_run` and :func:`summarize`.
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,51 +230,3 @@ def summarize(run: RecordedRun, world, goal=None, tolerance_m: float = 0.5, time
                             message="from a recording (MCAP)" + ("; simulator ground truth" if run.truth else ""))
     summary.wall_time_s = None  # not in a recording
     return summary, judge.flight_log()
-
-
-# ---------------------------------------------------------------------------------------------
-# python -m planner_pkg plot
-# ---------------------------------------------------------------------------------------------
-def add_parser(sub) -> None:
-    """The ``plot`` subcommand (registered by ``planner_pkg/cli.py``)."""
-    from planner_pkg import cli_args as types
-
-    p = sub.add_parser("plot", help="draw flight.png (and a summary) from a recorded run (MCAP)")
-    p.add_argument("recording", metavar="RUN.mcap", help="MCAP written by 'bringup --record' / the recorder node")
-    p.add_argument("--world", required=True, metavar="FILE", help="the world file the run flew in")
-    p.add_argument("-o", "--output", required=True, type=types.output_file, metavar="PNG", help="plot to write")
-    p.add_argument("--summary", type=types.output_file, metavar="JSON",
-                   help="also write the run's summary (fly's summary.json keys)")
-    p.add_argument("--log", type=types.output_file, metavar="CSV", help="also write the flight log t,x,y,z,vx,vy,vz")
-    p.add_argument("--goal", type=types.point, metavar="X,Y,Z", help="goal, if the recording has no goal_pose")
-    p.add_argument("--goal-tolerance", type=types.goal_tolerance_m, default=0.5, metavar="M",
-                   help="goal radius, m (0.5)")
-    p.add_argument("--timeout", type=types.duration_s, default=60.0, metavar="S",
-                   help="mission limit after the goal, sim s (60, as bringup)")
-    p.add_argument("--title", help="plot title (default: the recording's name)")
-    p.set_defaults(handler=_cmd_plot)
-
-
-def _cmd_plot(args) -> int:
-    from planner_pkg.cli import EXIT_OK, CliError, _load_world, _writable
-    from planner_pkg.sim.plot import PlottingUnavailableError, plot_flight, require_pyplot
-
-    world = _load_world(args.world)
-    out = _writable(args.output, "-o")
-    try:
-        require_pyplot()
-    except PlottingUnavailableError as exc:
-        raise CliError(str(exc)) from None
-    try:
-        run = read_run(args.recording)
-    except RecordingError as exc:
-        raise CliError(str(exc)) from None
-    summary, log = summarize(run, world, goal=args.goal, tolerance_m=args.goal_tolerance, timeout_s=args.timeout,
-                             world_name=Path(args.world).name)
-    plot_flight(out, world, log, summary, title=args.title or f"recorded run {Path(args.recording).name}")
-    if args.summary:
-        summary.write_json(_writable(args.summary, "--summary"))
-    if args.log:
-        log.write_csv(_writable(args.log, "--log"))
-    print(json.dumps(summary.to_dict(), allow_nan=False))
-    return EXIT_OK

@@ -246,7 +246,7 @@ def test_config_from_dict():
 
 
 def test_the_planner_factory_builds_it():
-    from planner_pkg.sim.planner_factory import PlannerOptions, make_planner
+    from planner_pkg.app.planners import PlannerOptions, make_planner
 
     planner = make_planner("ego", PlannerOptions(max_vel_mps=3.0, seed=2))
     assert isinstance(planner, EgoPlanner) and planner.name == "ego"

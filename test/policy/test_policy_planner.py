@@ -10,7 +10,7 @@ from planner_pkg.policy.config import PolicyConfig
 from planner_pkg.policy.export import export_policy, load_policy
 from planner_pkg.policy.network import PolicyNet
 from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
-from planner_pkg.sim.planner_factory import PlannerNotAvailableError, PlannerOptions, make_planner
+from planner_pkg.app.planners import PlannerNotAvailableError, PlannerOptions, make_planner
 from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
 from planner_pkg.types import Setpoint, VehicleState
 from planner_pkg.world import Cylinder, World

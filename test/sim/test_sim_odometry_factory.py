@@ -4,7 +4,7 @@ import pytest
 
 from planner_pkg.sim.odometry import Odometry
 from planner_pkg.sim.params import OdometryParams
-from planner_pkg.sim.planner_factory import (
+from planner_pkg.app.planners import (
     PlannerNotAvailableError,
     PlannerOptions,
     available_planners,

@@ -1,9 +1,11 @@
-"""One place that turns a planner name into a planner object (used by the CLI and the nodes).
+"""The planner registry: one place that turns a planner name into a planner object (used by
+``fly``, the planner node and the tests).
 
 To plug a new planner in, add one builder to ``_BUILDERS``: a function taking
 :class:`PlannerOptions` and returning an object that follows the runner's Planner protocol
 (see :mod:`planner_pkg.sim.runner`). Import the planner's module *inside* the builder so that
-choosing ``direct`` never imports (or fails on) the others.
+choosing ``direct`` never imports (or fails on) the others. The simulator knows no planner: this
+registry sits above it, in the composition layer (docs/architecture.md).
 """
 from __future__ import annotations
 
