@@ -114,7 +114,8 @@ class InputGate:
 
     The node tells it every odometry and frame stamp it takes and every manifest; ``missing(now_ns)``
     is empty once the newest manifest is of ``now_ns`` (or later) and the odometry and frame it names
-    have been taken. ``frames=False``: the node takes no sensor frames (trajectory server).
+    have been taken. Before any manifest came there is no lockstep simulator to wait for (Gazebo's
+    or a bag's clock): nothing is missing. ``frames=False``: the node takes no sensor frames (trajectory server).
     """
 
     def __init__(self, frames: bool = True):
@@ -139,7 +140,9 @@ class InputGate:
     def missing(self, now_ns: int) -> str:
         """What the tick at ``now_ns`` still waits for ('' = nothing)."""
         m = self.manifest
-        if m is None or m.t_ns < now_ns:
+        if m is None:
+            return ""  # no lockstep simulator in the graph (yet): sim time from elsewhere, nothing to wait for
+        if m.t_ns < now_ns:
             return "the simulator's step manifest"
         if m.t_ns <= self.joined_ns:
             return ""  # joined at this instant (a restart): what was published before is gone
