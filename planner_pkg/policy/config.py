@@ -233,6 +233,9 @@ class EnvConfig:
 
     world_kind, world_params: ``planner_pkg.world.generate_world`` arguments; every world of
         training is a fresh seed, drawn from the training seed (evaluation uses other seeds).
+        ``"forest+cluttered"`` alternates the two kinds over the batch's worlds (the same
+        ``world_params`` go to both, e.g. ``size_x`` and ``count``); the periodic evaluation
+        during training then flies the first kind.
     worlds_per_batch: the batch's agents are spread evenly over this many worlds.
     speed_mps: range of the per-agent commanded speed.
     start_x_frac: range of the start's x, as a fraction of the world's half length on the far
@@ -249,7 +252,7 @@ class EnvConfig:
     goal_tolerance_m: "reached" radius for the training success statistic.
     """
 
-    world_kind: str = setting("cluttered", choices=("forest", "cluttered", "walls", "gates"))
+    world_kind: str = setting("cluttered", choices=("forest", "cluttered", "walls", "gates", "forest+cluttered"))
     world_params: Mapping[str, Any] = field(default_factory=dict)
     worlds_per_batch: int = setting(4, range=(1, MAX_BATCH))
     speed_mps: Tuple[float, float] = _pair((1.5, 7.0), 0.0, low_open=True)
@@ -265,6 +268,11 @@ class EnvConfig:
 
     def __post_init__(self):
         _SCHEMA.validate(self, "env.")  # also stores world_params as a plain dict (a copy)
+
+    @property
+    def world_kinds(self) -> Tuple[str, ...]:
+        """The generator kinds the training worlds cycle through (one, or two for "a+b")."""
+        return tuple(self.world_kind.split("+"))
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,9 @@ def sample_episode(cfg: PolicyConfig, batch: int, rng: np.random.Generator) -> E
     env, obs = cfg.env, cfg.observation
     n_worlds = min(env.worlds_per_batch, batch)
     world_ids = rng.integers(0, _MAX_WORLD_SEED, size=n_worlds)
-    worlds = [generate_world(env.world_kind, train_world_seed(k), **env.world_params) for k in world_ids]
+    kinds = env.world_kinds
+    worlds = [generate_world(kinds[w % len(kinds)], train_world_seed(k), **env.world_params)
+              for w, k in enumerate(world_ids)]
     agent_world = np.arange(batch) % n_worlds
     start = np.empty((batch, 3))
     goal = np.empty((batch, 3))

@@ -214,7 +214,7 @@ def train(
 
                 ev = evaluate_policy(_in_memory_policy(net, cfg), episodes=tc.eval_episodes,
                                      speed_mps=tc.eval_speed_mps, vehicle=tc.eval_vehicle,
-                                     world_kind=cfg.env.world_kind, first_world=VALIDATION_FIRST_WORLD)
+                                     world_kind=cfg.env.world_kinds[0], first_world=VALIDATION_FIRST_WORLD)
                 row["eval_success_rate"] = ev.success_rate
                 log(f"iteration {it + 1}: closed-loop evaluation ({tc.eval_vehicle}, {tc.eval_speed_mps:g} m/s, "
                     f"{tc.eval_episodes} worlds): success {100 * ev.success_rate:.0f} %, collisions "

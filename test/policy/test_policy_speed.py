@@ -205,3 +205,26 @@ def test_plot_results_writes_a_png(tmp_path):
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     assert not list(out.parent.glob("*.tmp.png"))
+
+
+# -- mixed training worlds -----------------------------------------------------------------------
+def test_mixed_world_kinds_alternate_over_the_batch():
+    from planner_pkg.policy.config import ConfigError
+    from planner_pkg.policy.env import sample_episode
+    from planner_pkg.world import Cylinder
+
+    cfg = PolicyConfig().replace(env={"world_kind": "forest+cluttered", "world_params": {"count": 30},
+                                      "worlds_per_batch": 4})
+    assert cfg.env.world_kinds == ("forest", "cluttered")
+    ep = sample_episode(cfg, 8, np.random.default_rng(0))
+    kinds = []
+    for world in ep.worlds:
+        obstacles = list(world.obstacles)
+        assert len(obstacles) == 30
+        kinds.append("forest" if all(isinstance(o, Cylinder) and o.height >= 4.0 for o in obstacles) else "cluttered")
+    assert kinds == ["forest", "cluttered", "forest", "cluttered"]
+    # the same draw from a single-kind config gives the forest worlds in the even slots
+    single = sample_episode(cfg.replace(env={"world_kind": "forest"}), 8, np.random.default_rng(0))
+    assert [list(w.obstacles) for w in single.worlds[::2]] == [list(w.obstacles) for w in ep.worlds[::2]]
+    with pytest.raises(ConfigError, match="env.world_kind"):
+        PolicyConfig().replace(env={"world_kind": "forest+moon"})
