@@ -70,7 +70,7 @@ def add_parser(subparsers) -> None:
 
 
 def _err(message: str, code: int = 2):
-    from planner_pkg.cli import CliError
+    from planner_pkg.cli_args import CliError
 
     return CliError(message, code)
 
