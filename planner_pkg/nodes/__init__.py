@@ -8,7 +8,7 @@ This is the only package that imports ``rclpy``. Modules:
     sampled_trajectory a trajectory received as samples (plain Python, no rclpy)
     sim_stepper        the embedded simulator advanced in slices by the sim bridge (plain Python)
     sim_bridge         node ``sim_bridge``: embedded simulator or Gazebo adapter
-    planner_node       node ``planner``: any planner of ``planner_factory`` (``ego``, ``direct``)
+    planner_node       node ``planner``: any planner of the registry (``app.planners``) (``ego``, ``direct``)
     traj_server        node ``traj_server``: trajectory -> 100 Hz setpoints
     policy_node        node ``policy``: the learned depth policy -> acceleration setpoints
     fcu_bridge         node ``fcu_bridge``: PX4 / ArduPilot over MAVLink (planner_pkg.bridges.mavlink)

@@ -1,4 +1,4 @@
-"""Node ``planner``: any planner of ``planner_factory`` (``ego`` by default) between DDS topics.
+"""Node ``planner``: any planner of the registry (``app.planners``) (``ego`` by default) between DDS topics.
 
 Subscribes ``odom``, ``cloud`` (or ``depth/image`` with ``sensor_input: depth``) and
 ``goal_pose``; publishes ``planning/trajectory`` (samples of the planner's trajectory, see
@@ -64,7 +64,7 @@ class PlannerNodeConfig:
     """Parameters of the ``planner`` node (the planner's own are under ``ego.*``)."""
 
     planner: str = field(default="ego", metadata={"choices": PLANNER_NAMES,
-                                                  "description": "planner to run (planner_factory name)"})
+                                                  "description": "planner to run (a name of the app.planners registry)"})
     max_vel_mps: Optional[float] = field(default=None, metadata={
         "description": "speed limit override for planners without their own parameters, m/s"})
     model_path: str = field(default="", metadata={"description": "trained model file (policy planner)"})
