@@ -17,7 +17,13 @@ Terms (EGO-Planner, Zhou et al. 2021, and its code):
   the acceleration norm over ``max_acc``. EGO limits each axis; the norm is used here so that
   ``max_vel`` is a real speed limit (DESIGN.md: ``--max-vel`` is the planner's speed limit);
 - fitness (refine step only): distance of the knot points to reference points, anisotropic:
-  ``(x . t)^2 / a^2 + |x x t|^2 / b^2`` with ``t`` the unit reference tangent (EGO: a^2 = 25, b^2 = 1).
+  ``(x . t)^2 / a^2 + |x x t|^2 / b^2`` with ``t`` the unit reference tangent (EGO: a^2 = 25, b^2 = 1);
+- distance (not in EGO): ``sum max(0, r - |P_j - o_j|)^2`` over points ``P_j`` of the *curve*
+  (every knot and every segment's midpoint, linear in the control points), ``o_j`` the nearest
+  obstacle point (occupied voxel centre) and ``r`` the wanted distance, m^2. EGO's collision
+  term only acts on control points of segments that collide with the inflated map, so a curve
+  that merely grazes the inflation (a few cm beyond the vehicle radius) costs nothing; this
+  term keeps a margin everywhere the map has seen an obstacle.
 """
 from __future__ import annotations
 
@@ -38,11 +44,13 @@ __all__ = [
     "collision_kernel",
     "feasibility_kernel",
     "fitness_kernel",
+    "distance_kernel",
     "total_kernel",
     "SmoothnessCost",
     "CollisionCost",
     "FeasibilityCost",
     "FitnessCost",
+    "DistanceCost",
     "TotalCost",
     "value_and_grad",
 ]
@@ -54,8 +62,10 @@ _TINY = 1e-12
 class CostWeights:
     """Weights of the cost terms (EGO-Planner defaults) and the collision clearance.
 
-    smoothness, collision, feasibility, fitness: dimensionless weights (>= 0).
+    smoothness, collision, feasibility, fitness, distance: dimensionless weights (>= 0).
     clearance_m: s_f (EGO's ``dist0``), m: the collision term is zero once ``d >= s_f``.
+    (The distance term's wanted distance is set with the obstacles, see
+    :meth:`CostProblem.set_obstacles`.)
     fitness_along2, fitness_across2: a^2 and b^2 of the anisotropic fitness term, m^2.
     """
 
@@ -63,12 +73,13 @@ class CostWeights:
     collision: float = 0.5
     feasibility: float = 0.1
     fitness: float = 1.0
+    distance: float = 1.0
     clearance_m: float = 0.5
     fitness_along2: float = 25.0
     fitness_across2: float = 1.0
 
     def __post_init__(self):
-        for name in ("smoothness", "collision", "feasibility", "fitness"):
+        for name in ("smoothness", "collision", "feasibility", "fitness", "distance"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"CostWeights.{name} must be a finite number >= 0, got {v!r}")
@@ -120,6 +131,20 @@ def _knot_matrix(n: int) -> np.ndarray:
     return m
 
 
+@lru_cache(maxsize=64)
+def _curve_sample_matrix(n: int) -> np.ndarray:
+    """(2 (N-3) + 1, N) matrix mapping cubic control points to the curve at every knot and every
+    segment's midpoint (uniform basis at s = 0: (1, 4, 1) / 6; at s = 1/2: (1, 23, 23, 1) / 48)."""
+    segs = n - 3
+    m = np.zeros((2 * segs + 1, n))
+    for k in range(segs):
+        m[2 * k, k:k + 3] = (1.0 / 6.0, 4.0 / 6.0, 1.0 / 6.0)
+        m[2 * k + 1, k:k + 4] = (1.0 / 48.0, 23.0 / 48.0, 23.0 / 48.0, 1.0 / 48.0)
+    m[2 * segs, segs:segs + 3] = (1.0 / 6.0, 4.0 / 6.0, 1.0 / 6.0)
+    m.setflags(write=False)
+    return m
+
+
 class CostProblem:
     """Everything the cost needs besides the control points, precomputed once per optimisation.
 
@@ -131,10 +156,13 @@ class CostProblem:
     pair_p: (M, 3) m, obstacle points; pair_v: (M, 3) unit directions out of the obstacle.
     ref_points: (N-2, 3) m, reference for the fitness term (the refine step), or None.
     ref_tangents: (N-2, 3) unit tangents at ``ref_points`` (required with ``ref_points``).
+    obstacle_points: (K, 3) m, obstacle points for the distance term (None or empty = no term);
+    safe_distance_m: the distance from them the curve should keep, m (> 0 with obstacles).
     """
 
     def __init__(self, n: int, dt: float, max_vel: float, max_acc: float, weights: CostWeights = CostWeights(),
-                 pair_index=None, pair_p=None, pair_v=None, ref_points=None, ref_tangents=None):
+                 pair_index=None, pair_p=None, pair_v=None, ref_points=None, ref_tangents=None,
+                 obstacle_points=None, safe_distance_m: float = 0.0):
         if n < 4:
             raise ValueError(f"the cost needs at least 4 control points, got {n}")
         for name, value in (("dt", dt), ("max_vel", max_vel), ("max_acc", max_acc)):
@@ -149,6 +177,29 @@ class CostProblem:
         self.ref_tangents: Optional[np.ndarray] = None
         if ref_points is not None:
             self.set_reference(ref_points, ref_tangents)
+        self.obstacle_tree = None
+        self.obstacle_points = np.zeros((0, 3))
+        self.safe_distance_m = 0.0
+        self.set_obstacles(obstacle_points, safe_distance_m)
+
+    def set_obstacles(self, points, safe_distance_m: float) -> None:
+        """Obstacle points (K, 3) m for the distance term and the distance to keep from them, m
+        (None or K = 0: no distance term)."""
+        if points is None or len(points) == 0:
+            self.obstacle_tree, self.obstacle_points, self.safe_distance_m = None, np.zeros((0, 3)), 0.0
+            return
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+        if not np.isfinite(pts).all():
+            raise ValueError("CostProblem: obstacle points must be finite")
+        if not (isinstance(safe_distance_m, (int, float)) and math.isfinite(safe_distance_m) and safe_distance_m > 0):
+            raise ValueError(f"CostProblem.safe_distance_m must be positive and finite with obstacles, got "
+                             f"{safe_distance_m!r}")
+        from scipy.spatial import cKDTree
+
+        self.obstacle_points = pts
+        self.obstacle_tree = cKDTree(pts)
+        self.safe_distance_m = float(safe_distance_m)
+        self.curve_samples = _curve_sample_matrix(self.n)
 
     def set_pairs(self, pair_index, pair_p, pair_v) -> None:
         """Replace the {p, v} pairs (see the class docstring for shapes)."""
@@ -236,8 +287,28 @@ def fitness_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarr
     return value, problem.knot_matrix.T @ gx
 
 
+def distance_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
+    """Squared shortfall of the curve points' distance to the nearest obstacle point below the
+    safe distance, m^2, and its gradient (m). Zero without obstacles."""
+    if problem.obstacle_tree is None:
+        return 0.0, np.zeros_like(q)
+    r = problem.safe_distance_m
+    pts = problem.curve_samples @ q
+    d, j = problem.obstacle_tree.query(pts, distance_upper_bound=r)
+    near = np.nonzero(d < r)[0]
+    if near.shape[0] == 0:
+        return 0.0, np.zeros_like(q)
+    dd = d[near]
+    diff = pts[near] - problem.obstacle_points[j[near]]
+    e = r - dd
+    # d(e^2)/dP = -2 e (P - o) / |P - o|; a point exactly on an obstacle point has no direction
+    g = (-2.0 * e / np.maximum(dd, _TINY))[:, None] * diff
+    return float(e @ e), problem.curve_samples[near].T @ g
+
+
 def total_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
-    """Weighted sum of the terms (the fitness term only when a reference is set)."""
+    """Weighted sum of the terms (the fitness term only when a reference is set, the distance
+    term only with obstacles)."""
     w = problem.weights
     fs, gs = smoothness_kernel(q, problem)
     fc, gc = collision_kernel(q, problem)
@@ -248,6 +319,10 @@ def total_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray
         fr, gr = fitness_kernel(q, problem)
         value += w.fitness * fr
         grad += w.fitness * gr
+    if problem.obstacle_tree is not None and w.distance > 0:
+        fd, gd = distance_kernel(q, problem)
+        value += w.distance * fd
+        grad += w.distance * gd
     return value, grad
 
 
@@ -285,6 +360,10 @@ class FeasibilityCost(_KernelFunction):
 
 class FitnessCost(_KernelFunction):
     kernel = staticmethod(fitness_kernel)
+
+
+class DistanceCost(_KernelFunction):
+    kernel = staticmethod(distance_kernel)
 
 
 class TotalCost(_KernelFunction):

@@ -32,6 +32,13 @@ class EgoConfig:
     target_search_radius_m: same for a local target, m.
     reached_tolerance_m: the mission is complete within this distance of the goal, m.
     max_tracking_error_m: replan from odometry instead of the reference beyond this error, m.
+    lag_resync_m: a replan from the reference starts where the vehicle actually is along it (the
+        point of the last ``max_resync_s`` of the reference closest to the vehicle) once the
+        vehicle is farther than this from the reference's point now, m. Continuing from the
+        reference's own point keeps the lag, and the controller then flies faster than the plan
+        to catch it up: at 6 m/s, after a take-off at 8 m/s^2, 0.6 m of lag gave a 12 % speed
+        overshoot over the plan.
+    max_resync_s: how far back along the reference the vehicle is looked for, s.
     max_consecutive_failures: give up the goal (WAIT_TARGET) after this many failed plans in a
         row (at rate_hz = 10: 4 s).
     retry_budget_s: after a failed plan, other initial guesses are tried in the same tick until
@@ -77,6 +84,8 @@ class EgoConfig:
     target_search_radius_m: float = 1.5
     reached_tolerance_m: float = 0.2
     max_tracking_error_m: float = 1.0
+    lag_resync_m: float = 0.1
+    max_resync_s: float = 1.0
     max_consecutive_failures: int = 40
     retry_budget_s: float = 0.05
     max_time_scale: float = 4.0
@@ -95,7 +104,7 @@ class EgoConfig:
     def __post_init__(self):
         for name in ("max_vel_mps", "max_acc_mps2", "planning_horizon_m", "ctrl_pt_dist_m", "rate_hz",
                      "replan_period_s", "replan_progress_m", "emergency_time_s", "safety_horizon_s", "reached_tolerance_m",
-                     "max_tracking_error_m", "retry_budget_s", "max_time_scale", "turn_first_rad",
+                     "max_tracking_error_m", "lag_resync_m", "max_resync_s", "retry_budget_s", "max_time_scale", "turn_first_rad",
                      "turn_first_speed_mps", "max_turn_s"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):

@@ -252,18 +252,44 @@ class EgoPlanner:
         return target, tvel, is_goal, ""
 
     def _start_state(self, state: VehicleState, use_reference: bool):
-        """(p, v, a, yaw) to plan from: the reference at t (continuity) or the odometry."""
+        """(p, v, a, yaw, t_ref) to plan from: the reference (continuity) at ``t_ref``, which is
+        t or, when the vehicle lags the reference by more than ``lag_resync_m``, the earlier
+        time where the reference is closest to the vehicle (see :class:`EgoConfig`); or the
+        odometry (``t_ref`` None)."""
         t = state.t
         traj = self.trajectory
         if use_reference and traj is not None:
             p, v, a = traj.state(t)
-            if np.linalg.norm(p - state.position) <= self.config.max_tracking_error_m:
+            error = float(np.linalg.norm(p - state.position))
+            if error <= self.config.max_tracking_error_m:
                 yaw = traj.yaw_at(t)[0] if isinstance(traj, (BsplineTrajectory, StopLimitedTrajectory)) else state.yaw
-                return p, v, a, yaw
-        return state.position.copy(), state.velocity.copy(), np.zeros(3), state.yaw
+                t_ref = t
+                if error > self.config.lag_resync_m:
+                    t_ref = self._progress_time(traj, state.position, t)
+                    if t_ref < t:
+                        p, v, a = traj.state(t_ref)
+                return p, v, a, yaw, t_ref
+        return state.position.copy(), state.velocity.copy(), np.zeros(3), state.yaw, None
+
+    def _progress_time(self, traj, position: np.ndarray, t: float) -> float:
+        """The time in the last ``max_resync_s`` (not before the trajectory's start) at which
+        ``traj`` passes closest to ``position`` (every 10 ms; the latest of equal distances)."""
+        t0 = max(t - self.config.max_resync_s, traj.t_start)
+        if t0 >= t:
+            return t
+        ts = np.linspace(t0, t, max(2, int(math.ceil((t - t0) / 0.01)) + 1))
+        if isinstance(traj, StopLimitedTrajectory):
+            pts = traj.positions(ts)
+        elif isinstance(traj, BsplineTrajectory):
+            pts = traj.spline.evaluate(np.maximum(ts - traj.t_start, 0.0))
+        else:
+            pts = np.array([traj.state(tt)[0] for tt in ts])
+        d2 = ((pts - position) ** 2).sum(axis=1)
+        k = int(d2.shape[0] - 1 - np.argmin(d2[::-1]))
+        return float(ts[k])
 
     def _plan(self, state: VehicleState, reuse: bool) -> PlanOutcome:
-        p, v, a, yaw = self._start_state(state, use_reference=reuse)
+        p, v, a, yaw, t_ref = self._start_state(state, use_reference=reuse)
         if not self._start_blocked_reported and self.map.is_blocked(p[None])[0]:
             self._start_blocked_reported = True
             self._event(state.t, f"start {np.round(p, 2).tolist()} m is inside an inflated obstacle; planning a way out")
@@ -271,7 +297,8 @@ class EgoPlanner:
         if target is None:
             self._failures += 1
             return PlanOutcome(None, msg)
-        previous = self._reusable(state.t) if reuse else None
+        # (a stop-limited trajectory's base has its time up to the braking, where it is reused)
+        previous = self._reusable(state.t) if reuse and t_ref is not None else None
         t0 = time.perf_counter()
         # initial guesses in order (each leads the optimiser into its own local minimum): the
         # current trajectory extended (replans; keeps the chosen side of each obstacle), an A*
@@ -295,7 +322,8 @@ class EgoPlanner:
             if k > 0 and time.perf_counter() - t0 > self.config.retry_budget_s * scale:
                 hits["retry_time"] = 1  # guesses left untried for lack of wall time
                 break
-            out = self.manager.plan(p, v, a, target, tvel, state.t, yaw, time_scale=scale, **kw)
+            out = self.manager.plan(p, v, a, target, tvel, state.t, yaw, time_scale=scale,
+                                    previous_t=t_ref if "previous" in kw else None, **kw)
             for name, n in out.safety_net_hits().items():
                 hits[name] = hits.get(name, 0) + n
             if out.optimize is not None:
@@ -464,7 +492,7 @@ class EgoPlanner:
             return True, self.trajectory
         hit = self._collision_time
         if hit is not None and hit - t < self.config.emergency_time_s:
-            p, v, _, yaw = self._start_state(state, use_reference=True)
+            p, v, _, yaw, _ = self._start_state(state, use_reference=True)
             decel = self.config.emergency_decel_mps2 or 2.0 * self.config.max_acc_mps2
             self.trajectory = BrakingTrajectory(p, v, t, decel, yaw)
             self.stats.emergency_stops += 1

@@ -331,6 +331,20 @@ class OccupancyGridMap:
         out[inside] = self.occupied[ii[:, 0], ii[:, 1], ii[:, 2]]
         return out
 
+    def occupied_points(self, lo, hi) -> np.ndarray:
+        """(K, 3) m: centres of the occupied voxels (raw occupancy, no inflation) whose centre is in
+        the world box ``[lo, hi]`` (3,) m, clipped to the window (empty when they do not meet)."""
+        lo = np.asarray(lo, dtype=np.float64).reshape(3)
+        hi = np.asarray(hi, dtype=np.float64).reshape(3)
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            raise ValueError(f"occupied_points: the box must be finite, got {lo.tolist()}, {hi.tolist()}")
+        i0 = np.maximum(np.ceil(lo / self.res - 0.5).astype(np.int64) - self.origin, 0)
+        i1 = np.minimum(np.floor(hi / self.res - 0.5).astype(np.int64) - self.origin + 1, self.dims)
+        if (i1 <= i0).any():
+            return np.zeros((0, 3))
+        sub = self.occupied[i0[0]:i1[0], i0[1]:i1[1], i0[2]:i1[2]]
+        return self.index_to_position(np.argwhere(sub) + i0)
+
     def is_known(self, points) -> np.ndarray:
         """(N,) bool: has each world point's voxel been observed (inside the window)?"""
         idx = self.local_index(points)

@@ -95,6 +95,12 @@ class OptimizerConfig:
         stage: the rebound finds a collision-free *path* and the refine step re-times it to the
         limits (at high speed a full-strength feasibility term otherwise keeps the curve from
         swerving far enough and the plan fails).
+    clearance_margin_m: the distance term (see :mod:`planner_pkg.planning.costs`) keeps the
+        curve this far beyond the map's inflation (the vehicle radius) from every occupied voxel
+        centre, m (0 = no distance term). A voxel centre can be half a voxel diagonal (0.07 m at
+        0.1 m voxels, horizontally) off the surface it saw, and the vehicle tracks the curve to a
+        few cm: 0.2 m keeps about 0.1 m beyond the radius. Soft: where a gap is narrower the
+        curve still passes (the collision check against the inflated map decides).
     astar: the guide-path search.
     """
 
@@ -115,6 +121,7 @@ class OptimizerConfig:
     max_time_s: float = 0.1
     warm_start: bool = True
     rebound_feasibility_scale: float = 0.1
+    clearance_margin_m: float = 0.2
     astar: AStarConfig = field(default_factory=AStarConfig)
 
     def __post_init__(self):
@@ -136,6 +143,9 @@ class OptimizerConfig:
             raise ValueError(f"OptimizerConfig.feasibility_tolerance must be >= 0, got {self.feasibility_tolerance!r}")
         if not (math.isfinite(self.rebound_feasibility_scale) and self.rebound_feasibility_scale >= 0):
             raise ValueError(f"OptimizerConfig.rebound_feasibility_scale must be >= 0, got {self.rebound_feasibility_scale!r}")
+        if not (isinstance(self.clearance_margin_m, (int, float)) and math.isfinite(self.clearance_margin_m)
+                and 0.0 <= self.clearance_margin_m <= 2.0):
+            raise ValueError(f"OptimizerConfig.clearance_margin_m must be in [0, 2] m, got {self.clearance_margin_m!r}")
         if not (math.isfinite(self.max_accept_ratio) and self.max_accept_ratio >= 1.0):
             raise ValueError(f"OptimizerConfig.max_accept_ratio must be >= 1, got {self.max_accept_ratio!r}")
 
@@ -209,6 +219,24 @@ class ReboundOptimizer:
     def __init__(self, grid_map, config: OptimizerConfig = OptimizerConfig()):
         self.map = grid_map
         self.config = config
+
+    # -- the distance term's obstacles --------------------------------------------------------------
+    @property
+    def safe_distance_m(self) -> float:
+        """Distance the curve should keep from occupied voxel centres, m (0: no distance term)."""
+        if self.config.clearance_margin_m <= 0 or self.config.weights.distance <= 0:
+            return 0.0
+        return float(self.map.config.inflation_m) + self.config.clearance_margin_m
+
+    def _set_obstacles(self, problem: CostProblem, q: np.ndarray) -> None:
+        """Give ``problem`` the occupied voxels near the control polygon ``q`` (its bounding box
+        grown by the safe distance and a voxel: points farther away cannot reach the curve,
+        which lies in the polygon's convex hull)."""
+        r = self.safe_distance_m
+        if r <= 0:
+            return
+        pad = r + self.map.res
+        problem.set_obstacles(self.map.occupied_points(q.min(axis=0) - pad, q.max(axis=0) + pad), r)
 
     # -- L-BFGS on the free control points -------------------------------------------------------
     def _minimize(self, q: np.ndarray, problem: CostProblem) -> Tuple[np.ndarray, int, int]:
@@ -315,6 +343,7 @@ class ReboundOptimizer:
         wall_limited = False
         for _ in range(c.max_rebounds + c.max_weight_doublings + 1):
             problem = CostProblem(n, spline.dt, c.max_vel_mps, c.max_acc_mps2, weights, *pairs.arrays())
+            self._set_obstacles(problem, q)
             q, nit, nfev = self._minimize(q, problem)
             iterations += nit
             evaluations += nfev
@@ -369,6 +398,7 @@ class ReboundOptimizer:
         dt = fitted.dt
         problem = CostProblem(fitted.control_points.shape[0], dt, c.max_vel_mps, c.max_acc_mps2, c.weights,
                               ref_points=knots, ref_tangents=tangents)
+        self._set_obstacles(problem, fitted.control_points)
         # the fitness term replaces the collision term (no pairs): staying near the collision-free
         # shape keeps it free, which the check below confirms
         q, nit, nfev = self._minimize(fitted.control_points, problem)
