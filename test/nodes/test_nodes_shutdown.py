@@ -36,7 +36,11 @@ def _run(cycles, double_pattern, **kwargs):
     env = cycles.ros_env(domain_id=int(os.environ["ROS_DOMAIN_ID"]))  # conftest's: this test run's own
     watcher = cycles.StatusWatcher(namespace)
     try:
-        return [cycles.run_cycle(i, double, profile="sim", namespace=namespace, watcher=watcher, extra_args=[],
+        # a generous grace before bringup escalates to SIGTERM/SIGKILL: on a loaded 2-core machine a
+        # node's clean teardown (rclpy, DDS, the interpreter) can take longer than the default 5 s;
+        # what is tested is that it ends cleanly, not how fast
+        return [cycles.run_cycle(i, double, profile="sim", namespace=namespace, watcher=watcher,
+                                 extra_args=["--stop-timeout", "30"],
                                  env=env, jitter_s=0.3, rng=random.Random(i), **kwargs)
                 for i, double in enumerate(double_pattern)]
     finally:
