@@ -126,10 +126,12 @@ def test_px4_odom_services_and_setpoints(graph):
     g.peer.set_position([2.0, 1.0, 0.0])  # NED: 2 m north, 1 m east, on the ground
     with g.peer.lock:
         g.peer.yaw = 0.3  # NED: 0.3 rad east of north
-    assert wait_for(lambda: len(g.odom) > 3 and np.allclose(g.odom_position(), [1.0, 2.0, 0.0], atol=TOL_M), 5.0)
+    # position and yaw reach the peer's telemetry at different moments: wait for both (ENU yaw is
+    # measured from east, so NED 0.3 rad is pi/2 - 0.3)
+    assert wait_for(lambda: len(g.odom) > 3 and np.allclose(g.odom_position(), [1.0, 2.0, 0.0], atol=TOL_M)
+                    and _angle_diff(g.odom_yaw(), math.pi / 2 - 0.3) < 1e-5, 5.0), (g.odom_position(), g.odom_yaw())
     msg = g.odom[-1]
     assert (msg.header.frame_id, msg.child_frame_id) == ("map", "base_link")
-    assert _angle_diff(g.odom_yaw(), math.pi / 2 - 0.3) < 1e-5  # ENU yaw is measured from east
     now = g.probe.get_clock().now().nanoseconds * 1e-9
     assert abs(conv.stamp_to_seconds(msg.header.stamp) - now) < 0.5  # stamped at the measurement
     assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("autopilot") == "px4", 5.0)
