@@ -25,7 +25,7 @@ def _quiet(_msg):
 
 
 def test_shipped_configs_load():
-    for path in (SMOKE, DEFAULT, REPO / "config" / "policy" / "paper.yaml"):
+    for path in (SMOKE, DEFAULT, REPO / "config" / "policy" / "paper.yaml", REPO / "config" / "policy" / "fast.yaml"):
         cfg = load_config(path)
         assert isinstance(cfg, PolicyConfig)
         assert config_from_dict(cfg.to_dict()) == cfg
