@@ -228,3 +228,13 @@ def test_mixed_world_kinds_alternate_over_the_batch():
     assert [list(w.obstacles) for w in single.worlds[::2]] == [list(w.obstacles) for w in ep.worlds[::2]]
     with pytest.raises(ConfigError, match="env.world_kind"):
         PolicyConfig().replace(env={"world_kind": "forest+moon"})
+
+
+def test_init_from_and_resume_exclude_each_other(tmp_path):
+    from planner_pkg.policy.trainer import train
+
+    cfg = _cfg()
+    path = export_policy(PolicyNet(cfg.network, cfg.observation), cfg, tmp_path / "a.agm")
+    with pytest.raises(ValueError, match="not both"):
+        train(cfg, tmp_path / "out.agm", resume=tmp_path / "x.ckpt", init_from=path, progress=False, log=lambda s: None)
+    assert not (tmp_path / "out.ckpt").exists()
