@@ -334,7 +334,7 @@ class SimBridge(Node):
         if self._at_limit:
             self._step()  # resume at once rather than at the next timer tick
 
-    def _on_report(self, msg: DiagnosticStatus) -> None:
+    def _on_report(self, msg: DiagnosticStatus, info) -> None:
         if self.lockstep is None or self.sim is None:
             return
         try:
@@ -346,7 +346,14 @@ class SimBridge(Node):
             return
         if report.name not in self.lockstep.reports:
             self.log.info(f"lockstep: {report.name} reports (next tick at {report.next_ns * 1e-9:.3f} s)")
-        self.lockstep.saw_report(report)
+        gid = info.get("publisher_gid") if isinstance(info, dict) else None
+        gid = bytes(gid.get("data", b"") if isinstance(gid, dict) else (gid or b""))
+        had_fault = bool(self.lockstep.fault)
+        self.lockstep.saw_report(report, gid)
+        if self.lockstep.fault and not had_fault:
+            self.counters["lockstep_faults"] += 1
+            self.log.error(f"lockstep fault at sim time {self.sim.t:.3f} s: {self.lockstep.fault}; the simulation is stopped")
+            self._publish_status()
         self._resume()
 
     def _setpoint_arrived(self, msg: MultiDOFJointTrajectory) -> None:

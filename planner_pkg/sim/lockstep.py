@@ -32,6 +32,7 @@ __all__ = ["StepManifest", "ParticipantReport", "LockstepBarrier", "InputGate", 
            "seconds_to_ns", "NONE_NS"]
 
 NONE_NS = -1  # "nothing yet" for a stamp or a next tick
+MAX_SENDER_SWITCHES = 4  # reports of one name from alternating publishers: two nodes of that name
 
 
 def seconds_to_ns(t: float) -> int:
@@ -243,9 +244,25 @@ class LockstepBarrier:
         self.wait_wall_s = 0.0
         self._blocked_since: Optional[float] = None
         self._blocked_on = ""
+        self._sender: Dict[str, bytes] = {}  # name -> the publisher its last report came from
+        self._switches: Dict[str, int] = {}
 
     # -- inputs ----------------------------------------------------------------------------------
-    def saw_report(self, report: ParticipantReport) -> None:
+    def saw_report(self, report: ParticipantReport, sender: bytes = b"") -> None:
+        """``sender``: the publisher's id (DDS GID), if known. Reports of one name that keep
+        alternating between two publishers are two nodes of that name - another graph on this
+        ROS domain without a namespace: a fault, since either one's reports would pace this
+        simulation (a restart changes the publisher once)."""
+        if sender:
+            last = self._sender.get(report.name)
+            if last is not None and last != sender:
+                self._switches[report.name] = self._switches.get(report.name, 0) + 1
+                if self._switches[report.name] >= MAX_SENDER_SWITCHES and not self.fault:
+                    self.fault = (f"two nodes named {report.name!r} report lockstep (their reports alternate): another "
+                                  f"graph on this ROS domain without a namespace? give each graph its own "
+                                  f"--namespace or ROS_DOMAIN_ID")
+                    self.faults += 1
+            self._sender[report.name] = sender
         self.setpoints.saw_report(report)
         self.reports[report.name] = report
 

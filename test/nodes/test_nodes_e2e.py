@@ -315,3 +315,30 @@ def test_the_same_lockstep_flight_with_and_without_a_cpu_hog_is_the_same_flight(
     assert diff <= 1e-6, f"the flight under load differs by {diff:.3e} m"
     print(f"\nlockstep flight with and without a CPU hog: {len(common)} common samples over "
           f"{common[-1]:.2f} s of sim time, max position difference {diff:.1e} m")
+
+
+def test_two_graphs_planners_on_one_domain_are_a_lockstep_fault_not_a_wrong_flight(ros, tmp_path):
+    """Two nodes named ``planner`` on one ROS domain (another graph without a namespace): their
+    reports alternate, which would pace this simulator with the wrong node; it is a fault instead."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from rclpy.parameter import Parameter
+
+    from planner_pkg.nodes import lockstep as ls
+    from planner_pkg.nodes.sim_bridge import SimBridge
+    from planner_pkg.sim.lockstep import ParticipantReport
+
+    world_path = tmp_path / "open.yaml"
+    world_path.write_text(OPEN_WORLD)
+    bridge = ros.add(SimBridge(context=ros.context, parameter_overrides=[
+        Parameter("world_file", value=str(world_path)), Parameter("start_m", value=list(START)),
+        Parameter("lockstep_participants", value=["planner"]), Parameter("publish_depth", value=False)]))
+    pubs = [ros.node(f"graph{i}").create_publisher(DiagnosticStatus, ls.TOPIC_REPORT, ls.LOCKSTEP_QOS) for i in (1, 2)]
+    assert wait_for(lambda: all(p.get_subscription_count() > 0 for p in pubs), 15.0)
+    for seq in range(1, 8):
+        for k, pub in enumerate(pubs):
+            r = ParticipantReport(name="planner", next_ns=(seq + 10 * k) * 100_000_000, seq=seq)
+            pub.publish(ls.to_msg("planner", r))
+            assert wait_for(lambda: bridge.lockstep.reports.get("planner") is not None
+                            and bridge.lockstep.reports["planner"].next_ns == r.next_ns, 5.0)
+    assert wait_for(lambda: bridge.counters["lockstep_faults"] == 1, 5.0)
+    assert "two nodes named 'planner'" in bridge.lockstep.fault

@@ -163,3 +163,18 @@ def test_the_trajectory_gate_waits_for_the_planners_tick_and_its_trajectories():
     assert g.missing(100 * MS) == "1 trajectory message(s) reported but not received"
     g.saw_trajectory()
     assert g.missing(100 * MS) == ""
+
+
+def test_two_nodes_of_one_name_are_a_fault_but_a_restart_is_not():
+    b = LockstepBarrier(["planner"])
+    b.saw_report(report("planner", 100, seq=1), sender=b"A")
+    b.saw_report(report("planner", 100, seq=1), sender=b"B")  # restarted: a new publisher, once
+    for seq in range(2, 20):
+        b.saw_report(report("planner", 100 + seq, seq=seq), sender=b"B")
+    assert not b.fault
+    # a second graph's planner on this domain: reports alternate between two publishers
+    for seq in range(3):
+        b.saw_report(report("planner", 5000, seq=seq), sender=b"C")
+        b.saw_report(report("planner", 200, seq=20 + seq), sender=b"B")
+    assert "two nodes named 'planner'" in b.fault and b.faults == 1
+    assert b.limit_ns(200 * MS)[0] == 200 * MS  # stopped
