@@ -253,10 +253,13 @@ class FcuBridge(BridgeRuntime):
         params = encode_mode(fcu.autopilot, mode)
         primed = False
         if mode is FlightMode.OFFBOARD:
+            sent_before = self._tx_meter.count
             primed, ready_at = self._prepare_offboard(fcu)
             delay = ready_at - self._clock()
             if delay > 0:
                 time.sleep(delay)  # the I/O thread streams meanwhile
+            if fcu.autopilot is Autopilot.PX4:
+                self._wait_for_stream(sent_before)
         self._run_command(cmd.MAV_CMD_DO_SET_MODE, params + (0.0, 0.0, 0.0, 0.0), f"set mode {mode.value}")
         self._wait_for(lambda: self._vehicle.mode is mode, f"mode {mode.value}")
         if primed:
@@ -317,6 +320,19 @@ class FcuBridge(BridgeRuntime):
                     f"the FCU accepted the command but its HEARTBEAT did not show {what} within "
                     f"{self.config.confirm_timeout_s} s (mode {self._vehicle.mode_name}, armed={self._vehicle.armed})"
                 )
+
+    def _wait_for_stream(self, sent_before: int) -> None:
+        """PX4 enters OFFBOARD only while setpoints arrive: after the priming time, also wait until
+        the stream has put ``offboard_prime_s`` x ``setpoint_rate_hz`` setpoints on the wire (a
+        loaded companion computer streams late), at most 10 x the priming time; then the FCU decides."""
+        cfg = self.config
+        needed = max(3, math.ceil(cfg.offboard_prime_s * cfg.setpoint_rate_hz))
+        deadline = self._clock() + 10.0 * max(cfg.offboard_prime_s, 0.1)
+        while self._tx_meter.count - sent_before < needed and self._clock() < deadline:
+            time.sleep(0.01)
+        if self._tx_meter.count - sent_before < needed:
+            self._log.warning("only %d of %d priming setpoints went out before requesting OFFBOARD",
+                              self._tx_meter.count - sent_before, needed)
 
     def _prepare_offboard(self, fcu: FcuIdentity):
         """Check the state estimate and (PX4) start the priming stream; returns (primed, ready_at)."""
