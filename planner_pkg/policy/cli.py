@@ -19,7 +19,7 @@ from planner_pkg.cli_args import nonneg_int as _nonneg_int, positive_int as _pos
 
 __all__ = ["add_parser", "default_model_path"]
 
-#: The model shipped with the package (see README/issue 7 notes for how it was produced).
+#: The model shipped with the package (docs/policy.md says how it was produced and what it scores).
 _SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "policy_default.agm"
 
 
