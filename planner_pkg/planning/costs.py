@@ -14,7 +14,9 @@ Terms (EGO-Planner, Zhou et al. 2021, and its code):
   (C^1: a cubic near the surface, a quadratic deep inside so the gradient stays bounded);
 - feasibility: squared excess of the velocity control-point *norm* over ``max_vel`` (scaled by
   1/dt^2, as EGO's code does, so both parts have similar magnitude) plus the squared excess of
-  the acceleration norm over ``max_acc``. EGO limits each axis; the norm is used here so that
+  the acceleration norm over ``max_acc``, plus (when a ``max_jerk`` is given; not in EGO) the
+  squared excess of the jerk norm over it, scaled by dt^2 (a jerk excess over one knot interval
+  is an acceleration step). EGO limits each axis; the norm is used here so that
   ``max_vel`` is a real speed limit (DESIGN.md: ``--max-vel`` is the planner's speed limit);
 - fitness (refine step only): distance of the knot points to reference points, anisotropic:
   ``(x . t)^2 / a^2 + |x x t|^2 / b^2`` with ``t`` the unit reference tangent (EGO: a^2 = 25, b^2 = 1);
@@ -106,19 +108,27 @@ def _jerk_operator(n: int) -> Tuple[np.ndarray, np.ndarray]:
     return d, dt2
 
 
-def _feasibility_operator(n: int, dt: float, max_vel: float, max_acc: float):
-    """Stacked operator (2N-3, N): N-1 velocity rows (1/dt) then N-2 acceleration rows (1/dt^2),
-    with the per-row limit (m/s or m/s^2) and weight (1/dt^2 for velocity, as EGO's code, 1 for
-    acceleration)."""
-    op = np.zeros((2 * n - 3, n))
+def _feasibility_operator(n: int, dt: float, max_vel: float, max_acc: float, max_jerk: Optional[float] = None):
+    """Stacked operator (2N-3, N), or (3N-6, N) with a jerk limit: N-1 velocity rows (1/dt), N-2
+    acceleration rows (1/dt^2) and N-3 jerk rows (1/dt^3), with the per-row limit (m/s, m/s^2,
+    m/s^3) and weight (1/dt^2 for velocity, as EGO's code, 1 for acceleration, dt^2 for jerk)."""
+    rows = 2 * n - 3 + (n - 3 if max_jerk is not None else 0)
+    op = np.zeros((rows, n))
     r = np.arange(n - 1)
     op[r, r], op[r, r + 1] = -1.0 / dt, 1.0 / dt
     r = np.arange(n - 2)
     inv2 = 1.0 / (dt * dt)
     op[n - 1 + r, r], op[n - 1 + r, r + 1], op[n - 1 + r, r + 2] = inv2, -2.0 * inv2, inv2
-    limits = np.concatenate([np.full(n - 1, max_vel), np.full(n - 2, max_acc)])
-    weights = np.concatenate([np.full(n - 1, inv2), np.ones(n - 2)])
-    return op, limits, weights
+    limits = [np.full(n - 1, max_vel), np.full(n - 2, max_acc)]
+    weights = [np.full(n - 1, inv2), np.ones(n - 2)]
+    if max_jerk is not None:
+        r = np.arange(n - 3)
+        inv3 = inv2 / dt
+        k = 2 * n - 3 + r
+        op[k, r], op[k, r + 1], op[k, r + 2], op[k, r + 3] = -inv3, 3.0 * inv3, -3.0 * inv3, inv3
+        limits.append(np.full(n - 3, max_jerk))
+        weights.append(np.full(n - 3, dt * dt))
+    return op, np.concatenate(limits), np.concatenate(weights)
 
 
 @lru_cache(maxsize=64)
@@ -150,7 +160,7 @@ class CostProblem:
 
     n: number of control points N (>= 4).
     dt: knot interval, s.
-    max_vel: m/s; max_acc: m/s^2 (both > 0).
+    max_vel: m/s; max_acc: m/s^2 (both > 0); max_jerk: m/s^3 (> 0) or None (no jerk limit).
     weights: :class:`CostWeights`.
     pair_index: (M,) int, control point of each {p, v} pair (empty = no collision term).
     pair_p: (M, 3) m, obstacle points; pair_v: (M, 3) unit directions out of the obstacle.
@@ -162,16 +172,18 @@ class CostProblem:
 
     def __init__(self, n: int, dt: float, max_vel: float, max_acc: float, weights: CostWeights = CostWeights(),
                  pair_index=None, pair_p=None, pair_v=None, ref_points=None, ref_tangents=None,
-                 obstacle_points=None, safe_distance_m: float = 0.0):
+                 obstacle_points=None, safe_distance_m: float = 0.0, max_jerk: Optional[float] = None):
         if n < 4:
             raise ValueError(f"the cost needs at least 4 control points, got {n}")
-        for name, value in (("dt", dt), ("max_vel", max_vel), ("max_acc", max_acc)):
+        for name, value in (("dt", dt), ("max_vel", max_vel), ("max_acc", max_acc)) + (
+                (("max_jerk", max_jerk),) if max_jerk is not None else ()):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"CostProblem.{name} must be positive and finite, got {value!r}")
         self.n, self.dt, self.max_vel, self.max_acc, self.weights = int(n), float(dt), float(max_vel), float(max_acc), weights
+        self.max_jerk = None if max_jerk is None else float(max_jerk)
         self.jerk_operator, self.jerk_operator_t2 = _jerk_operator(self.n)
         self.diff_operator, self.diff_limits, self.diff_weights = _feasibility_operator(
-            self.n, self.dt, self.max_vel, self.max_acc)
+            self.n, self.dt, self.max_vel, self.max_acc, self.max_jerk)
         self.set_pairs(pair_index, pair_p, pair_v)
         self.ref_points: Optional[np.ndarray] = None
         self.ref_tangents: Optional[np.ndarray] = None
@@ -261,8 +273,8 @@ def collision_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.nda
 
 
 def feasibility_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray]:
-    """Squared excess of |velocity| and |acceleration| control points over the limits."""
-    # one stacked difference operator: rows 0..N-2 give velocity (m/s), the rest acceleration
+    """Squared excess of |velocity|, |acceleration| (and |jerk|) control points over the limits."""
+    # one stacked difference operator: rows 0..N-2 give velocity (m/s), then acceleration (and jerk)
     va = problem.diff_operator @ q
     norm = np.sqrt(np.einsum("ij,ij->i", va, va))
     excess = np.maximum(norm - problem.diff_limits, 0.0)

@@ -87,7 +87,7 @@ class EgoPlanner:
             raise TypeError(f"EgoPlanner needs an EgoConfig, got {type(config).__name__}")
         self.config = config
         self.rate_hz = config.rate_hz
-        self._optimizer_config = replace(config.optimizer, max_vel_mps=config.max_vel_mps,
+        self._optimizer_config = replace(config.optimizer, max_vel_mps=config.plan_vel_mps,
                                          max_acc_mps2=config.max_acc_mps2)
         self.fsm = ReplanFSM()
         self.map: Optional[OccupancyGridMap] = None
@@ -248,7 +248,7 @@ class EgoPlanner:
         else:
             d = self.goal - target
             n = float(np.linalg.norm(d))
-            tvel = d / n * c.max_vel_mps if n > 1e-6 else np.zeros(3)
+            tvel = d / n * c.plan_vel_mps if n > 1e-6 else np.zeros(3)
         return target, tvel, is_goal, ""
 
     def _start_state(self, state: VehicleState, use_reference: bool):
@@ -315,6 +315,13 @@ class EgoPlanner:
             # a routine replan (timer, progress) tries the reused guess only, one that avoids a
             # newly blocked trajectory also A*; the others come in the next ticks if it fails
             attempts = attempts[:2] if self._collision_time is not None else attempts[:1]
+        elif self._failures > 0 and len(attempts) > 1:
+            # after failed plans, start from the next guess each time: one guess that spends the
+            # whole budget (the optimiser's time limit is longer than the retry budget) would
+            # otherwise be the only one ever tried, tick after tick (measured: 40 failures in a
+            # row on the reused trajectory while the A* guess was never run)
+            k = self._failures % len(attempts)
+            attempts = attempts[k:] + attempts[:k]
         out = None
         hits: Dict[str, int] = {}
         self._unobserved = None

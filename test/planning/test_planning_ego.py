@@ -240,9 +240,13 @@ def test_config_from_dict():
         EgoConfig.from_dict({"optimizer": {"max_rebound": 5}})
     with pytest.raises(ValueError, match="max_acc_mps2"):
         EgoConfig.from_dict({"optimizer": {"max_acc_mps2": -1.0}})
-    # the planner's limits override the optimiser's
+    # the planner's limits override the optimiser's (the speed less the headroom left for tracking)
     planner = EgoPlanner(EgoConfig(max_vel_mps=3.0, optimizer=OptimizerConfig(max_vel_mps=1.0)))
+    assert planner._optimizer_config.max_vel_mps == pytest.approx(3.0 * (1.0 - planner.config.speed_headroom))
+    planner = EgoPlanner(EgoConfig(max_vel_mps=3.0, speed_headroom=0.0, optimizer=OptimizerConfig(max_vel_mps=1.0)))
     assert planner._optimizer_config.max_vel_mps == 3.0
+    with pytest.raises(ValueError, match="speed_headroom"):
+        EgoConfig(speed_headroom=0.6)
 
 
 def test_the_planner_factory_builds_it():

@@ -193,7 +193,9 @@ def test_a_replan_starts_at_the_point_of_the_reference_the_lagging_vehicle_reach
     assert new is not None and new is not first, planner.fsm.history[-1]
     p0, v0, _ = new.state(t)
     np.testing.assert_allclose(p0, first.state(t_sync)[0], atol=0.02)  # from the vehicle's point ...
-    np.testing.assert_allclose(v0, v_sync, atol=0.05)  # ... at the speed the reference had there
+    # ... at the speed the reference had there (to within the few per cent a time stretch to the
+    # speed limit may take off it, see PlanManager._speed_limited)
+    assert np.linalg.norm(v0 - v_sync) <= 0.03 * np.linalg.norm(v_sync)
     assert np.linalg.norm(p0 - p_ref) > 0.35
 
 
@@ -235,3 +237,31 @@ def test_the_plan_keeps_a_tenth_of_a_metre_beyond_the_radius_in_a_known_corridor
         out = pm.plan(start, np.zeros(3), np.zeros(3), target, np.zeros(3), 0.0, 0.0, **kw)
         assert out.success, out.message
         assert surface_clearance(out.trajectory, trunks) >= 0.1, kw
+
+
+
+# -- failed plans try the other initial guesses --------------------------------------------------
+def test_after_failures_each_tick_starts_from_the_next_initial_guess(monkeypatch):
+    # every plan fails and takes longer than the retry budget (a fake clock: 1 s per plan), so
+    # each tick tries one guess: the guesses must take turns instead of the first one every time
+    import planner_pkg.planning.ego_planner as ego_mod
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    clock = [0.0]
+    monkeypatch.setattr(ego_mod.time, "perf_counter", lambda: clock[0])
+    planner = EgoPlanner(EgoConfig(map=GridMapConfig(size_m=(20.0, 20.0, 4.0))))
+    start = np.array([0.0, 0.0, 1.0])
+    planner.reset(start, np.array([30.0, 0.0, 1.0]))
+    tried = []
+
+    def failing_plan(*args, **kwargs):
+        clock[0] += 1.0
+        tried.append("guided" if kwargs.get("guided") else "via" if kwargs.get("via") is not None else "previous")
+        return PlanOutcome(None, "optimisation failed: fake")
+
+    monkeypatch.setattr(planner.manager, "plan", failing_plan)
+    for k in range(6):
+        planner.update(VehicleState.at_rest(start, t=0.1 * k), None)
+    assert len(tried) == 6  # one guess per tick
+    assert tried[0] == "guided" and set(tried) == {"guided", "via"}
+    assert tried.count("via") >= 3
