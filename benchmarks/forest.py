@@ -1,4 +1,4 @@
-"""Forest benchmark: the EGO planner and the ``direct`` baseline in N seeded random forests.
+"""Forest benchmark: the EGO planner, the learned ``policy`` and the ``direct`` baseline in N seeded random forests.
 
 Each episode is one closed-loop flight in the embedded simulator (rigid-body quadrotor, SE(3)
 controller, 64x48 depth camera at 30 Hz feeding the planner; the planner never sees the world):
@@ -14,9 +14,11 @@ Printed per planner and max_vel:
 - min clearance: the smallest ball-to-surface gap over successful flights (and their median);
 - peak: the highest flown speed over all episodes, and the highest *commanded* speed (the
   reference the controller was given, sampled at the control rate): peak flown / max_vel above
-  peak commanded / max_vel is tracking overshoot, a commanded peak above 1 is the planner's;
+  peak commanded / max_vel is tracking overshoot, a commanded peak above 1 is the planner's (the
+  policy commands accelerations, not a speed: "-");
 - update() p50 / p95: wall time of every planner.update call (what the runner reports as
-  replan_ms; includes the ticks that only check the trajectory), pooled over all episodes;
+  replan_ms; includes the ticks that only check the trajectory), pooled over all episodes: the
+  compute per step, comparable between planners (the policy runs at its own rate);
 - replan p50 / p95: wall time of the ticks that actually planned (EGO only);
 - map fuse p50: wall time to fuse one depth frame into the map (EGO only; runs in observe()).
 
@@ -72,7 +74,7 @@ class TimedPlanner:
         self.name = getattr(planner, "name", type(planner).__name__)
         self.rate_hz = planner.rate_hz
         self.update_ms = []
-        self.commanded_peak = [0.0]
+        self.commanded_peak = [-np.inf]  # stays -inf for a planner that never commands a velocity
         if hasattr(planner, "observe"):
             self.observe = planner.observe
 
@@ -100,22 +102,28 @@ def default_max_acc(max_vel: float) -> float:
     return min(8.0, max(3.0, 1.5 * max_vel))
 
 
-def make_planner(name: str, max_vel: float, max_acc: float, time_scale: float = 1.0):
+def make_planner(name: str, max_vel: float, max_acc: float, time_scale: float = 1.0, model=None, seed: int = 0):
+    """The planner ``name`` at speed limit ``max_vel`` (the policy's commanded speed; the policy
+    has no acceleration limit to set)."""
     if name == "ego":
         return EgoPlanner(EgoConfig(max_vel_mps=max_vel, max_acc_mps2=max_acc).with_time_limits_scaled(time_scale))
     if name == "direct":
         return DirectPlanner(DirectConfig(max_vel_mps=max_vel, max_acc_mps2=max_acc))
+    if name == "policy":
+        from planner_pkg.app.planners import PlannerOptions, make_planner as make_registered
+
+        return make_registered("policy", PlannerOptions(max_vel_mps=max_vel, model_path=model, seed=seed))
     raise ValueError(f"unknown planner {name!r}")
 
 
 def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, verbose: bool,
-             time_scale: float = 1.0):
+             time_scale: float = 1.0, model=None):
     rows = []
     update_ms, replan_ms, fuse_ms, commanded = [], [], [], []
     timeout = 3.0 * STRAIGHT_M / max_vel + 10.0
     for seed in seeds:
         world = generate_world("forest", seed, density=density, start=START, goal=GOAL)
-        planner = TimedPlanner(make_planner(name, max_vel, max_acc, time_scale))
+        planner = TimedPlanner(make_planner(name, max_vel, max_acc, time_scale, model, seed))
         res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed))
         s = res.summary
         rows.append(s)
@@ -127,7 +135,7 @@ def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, v
             fuse_ms += stats.fuse_ms
         if verbose:
             print(f"  {name} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s "
-                  f"clear={s.min_clearance_m:6.3f} m peak={s.max_speed_mps:5.2f} (cmd {commanded[-1]:5.2f}) m/s  "
+                  f"clear={s.min_clearance_m:6.3f} m peak={s.max_speed_mps:5.2f} (cmd {commanded[-1] if commanded[-1] > -np.inf else float('nan'):5.2f}) m/s  "
                   f"{s.message}", flush=True)
     ok = [s for s in rows if s.reached and not s.collided]
 
@@ -147,7 +155,7 @@ def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, v
         "clear_min": min((s.min_clearance_m for s in ok), default=float("nan")),
         "clear_med": pct([s.min_clearance_m for s in ok], 50),
         "peak": max(s.max_speed_mps for s in rows) if rows else float("nan"),
-        "peak_cmd": max(commanded, default=float("nan")),
+        "peak_cmd": max(commanded, default=-np.inf) if max(commanded, default=-np.inf) > -np.inf else float("nan"),
         "update_p50": pct(update_ms, 50),
         "update_p95": pct(update_ms, 95),
         "replan_p50": pct(replan_ms, 50),
@@ -161,7 +169,8 @@ def main(argv=None) -> int:
     ap.add_argument("--episodes", type=int, default=100, help="forests per case (seeds first..first+N-1)")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--speeds", type=float, nargs="+", default=[2.0, 4.0], help="max_vel values, m/s")
-    ap.add_argument("--planners", nargs="+", default=["ego", "direct"], choices=["ego", "direct"])
+    ap.add_argument("--planners", nargs="+", default=["ego", "direct"], choices=["ego", "policy", "direct"])
+    ap.add_argument("--model", default=None, help="the policy's model file (default: the shipped one)")
     ap.add_argument("--max-acc", type=float, default=None,
                     help="acceleration limit, m/s^2 (default: min(8, max(3, 1.5 max_vel)): 3 at 2, 6 at 4, 8 at 6 m/s)")
     ap.add_argument("--density", type=float, default=0.2, help="trunks per m^2")
@@ -183,7 +192,7 @@ def main(argv=None) -> int:
         for name in args.planners:
             t0 = time.perf_counter()
             acc = args.max_acc if args.max_acc is not None else default_max_acc(v)
-            results.append(run_case(name, v, acc, seeds, args.density, args.verbose, args.time_scale))
+            results.append(run_case(name, v, acc, seeds, args.density, args.verbose, args.time_scale, args.model))
             print(f"  ... {name} at {v:g} m/s done in {time.perf_counter() - t0:.0f} s", flush=True)
     head = (f"{'planner':8s} {'v_max':>5s} {'a_max':>5s} {'success':>8s} {'coll':>5s} {'tout':>5s} {'speed':>6s} {'%vmax':>6s} "
             f"{'len/L':>6s} {'clr_min':>8s} {'clr_med':>8s} {'peak':>5s} {'cmd':>5s} {'upd p50':>8s} {'upd p95':>8s} {'rpl p50':>8s} "
@@ -192,9 +201,11 @@ def main(argv=None) -> int:
     print(head)
     print("-" * len(head))
     for r in results:
-        print(f"{r['planner']:8s} {r['max_vel']:5.1f} {r['max_acc']:5.1f} {100 * r['success']:7.1f}% {r['collisions']:5d} {r['timeouts']:5d} "
+        acc = "    -" if r["planner"] == "policy" else f"{r['max_acc']:5.1f}"
+        cmd = "    -" if r["planner"] == "policy" else f"{r['peak_cmd'] / r['max_vel']:5.2f}"
+        print(f"{r['planner']:8s} {r['max_vel']:5.1f} {acc} {100 * r['success']:7.1f}% {r['collisions']:5d} {r['timeouts']:5d} "
               f"{r['speed']:6.2f} {100 * r['speed'] / r['max_vel']:5.0f}% {r['length_ratio']:6.3f} "
-              f"{r['clear_min']:8.3f} {r['clear_med']:8.3f} {r['peak'] / r['max_vel']:5.2f} {r['peak_cmd'] / r['max_vel']:5.2f} "
+              f"{r['clear_min']:8.3f} {r['clear_med']:8.3f} {r['peak'] / r['max_vel']:5.2f} {cmd} "
               f"{r['update_p50']:8.2f} {r['update_p95']:8.2f} "
               f"{r['replan_p50']:8.2f} {r['replan_p95']:8.2f} {r['fuse_p50']:6.2f}")
     print("(speed m/s and len/L on successful flights; clearance m; peak, cmd: highest flown and commanded speed over "
