@@ -362,7 +362,8 @@ def bench_success(model_path, episodes, world_kinds=("forest", "cluttered"), fir
     from planner_pkg.policy.export import load_policy
 
     path = model_path or default_model_path()
-    print(f"\n(d) success and speed, full quadrotor, {episodes} unseen worlds per speed (from world {first_world}): {path}")
+    print(f"\n(d) success and speed, full quadrotor, {episodes} unseen worlds per speed (from world {first_world}): "
+          f"{path}")
     if path is None:
         print("  no model: pass --model FILE (no shipped model in this installation)")
         return
@@ -487,14 +488,15 @@ def bench_speed(model_path, cfg_path):
             prior = _prior_steady_speed(net, v, 0.35) if net.velocity_prior_gain_per_s > 0 else math.nan
             eq = _equilibrium(pol, v)
             ceil = _ideal_mean_speed(v, env.approach_gain_per_s, env.approach_decel_mps2)
-            print(f"  {v:6.1f} {prior:7.2f} ({prior / v:.2f}V) {eq:7.2f} ({eq / v:.2f}V) {ceil:12.2f} ({ceil / v:.2f}V)")
-        print("  (prior alone: zero head, training dynamics, drag 0.35; model cruise: open-space equilibrium; ceiling:\n"
-              "   ideal tracker of the approach profile on the 40 m forest course, 8 m/s^2)")
+            print(f"  {v:6.1f} {prior:7.2f} ({prior / v:.2f}V) {eq:7.2f} ({eq / v:.2f}V) "
+                  f"{ceil:12.2f} ({ceil / v:.2f}V)")
+        print("  (prior alone: zero head, training dynamics, drag 0.35; model cruise: open-space equilibrium;\n"
+              "   ceiling: ideal tracker of the approach profile on the 40 m forest course, 8 m/s^2)")
     cfg = load_config(cfg_path)
     speeds, approach = _target_distribution(cfg)
     edges = [0, 1, 3, 5, 7, 10, 1e9]
     hist, _ = np.histogram(speeds, edges)
-    share = ", ".join(f"{a:g}-{b:g}: {100 * c / speeds.size:.0f}%" if b < 1e9 else f">{a:g}: {100 * c / speeds.size:.0f}%"
+    share = ", ".join((f"{a:g}-{b:g}" if b < 1e9 else f">{a:g}") + f": {100 * c / speeds.size:.0f}%"
                       for a, b, c in zip(edges, edges[1:], hist))
     print(f"  training targets ({cfg_path}): {100 * approach.mean():.0f} % of agent-steps in the approach; "
           f"by target speed (m/s) {share}")

@@ -77,7 +77,8 @@ class EvalResult:
             "speed_mps": self.speed_mps, "vehicle": self.vehicle, "episodes": len(self.episodes),
             "success_rate": self.success_rate, "collision_rate": self.collision_rate,
             "timeout_rate": self.timeout_rate, "mean_speed_mps": self.mean_speed_mps,
-            "cruise_speed_mps": self.cruise_speed_mps, "mean_min_clearance_m": self.min_clearance_m, "wall_s": self.wall_s,
+            "cruise_speed_mps": self.cruise_speed_mps, "mean_min_clearance_m": self.min_clearance_m,
+            "wall_s": self.wall_s,
         }
 
 
