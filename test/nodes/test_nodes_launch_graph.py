@@ -216,8 +216,15 @@ class _Context:
 
 
 def _stops_the_launch(actions) -> bool:
-    return any(type(a).__name__ == "EmitEvent" and type(a.kwargs["event"]).__name__ == "Shutdown"
-               for a in actions or [])
+    """The handler's actions end the launch as a failure: the last one raises (launch then shuts
+    down in order and `ros2 launch` exits 1; a Shutdown event would exit 0), with the logged reason."""
+    actions = list(actions or [])
+    if not actions or type(actions[-1]).__name__ != "OpaqueFunction":
+        return False
+    logged = [a.kwargs["msg"] for a in actions if type(a).__name__ == "LogInfo"]
+    with pytest.raises(RuntimeError) as raised:
+        actions[-1].kwargs["function"]({})
+    return type(raised.value).__name__ == "NodeGaveUp" and any(str(raised.value) in m for m in logged)
 
 
 ALL_GRAPHS = [("sim", {}), ("sim", {"planner": "policy"}), ("gazebo", {"world": "forest_small.yaml"}),
