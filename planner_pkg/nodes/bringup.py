@@ -38,6 +38,7 @@ import argparse
 import importlib.util
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -48,6 +49,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+
+from planner_pkg.nodes.run import READY_FD_ENV
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_CONFIG = 2  # a node refused its parameters (planner_pkg.nodes.common.EXIT_CONFIG)
@@ -203,11 +206,45 @@ class Supervisor:
         self.restarts: Dict[str, int] = {name: 0 for name in commands}
         self._restart_at: Dict[str, float] = {}
         self.failed: Optional[int] = None  # exit code the whole bringup should end with
+        self._ready_pipes: Dict[str, int] = {}  # read end of each child's "SIGINT handler installed" pipe
 
     def start(self, name: str) -> None:
-        self.procs[name] = subprocess.Popen(self.commands[name], env=self.env, start_new_session=True,
-                                            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        self._close_ready_pipe(name)
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ if self.env is None else self.env, **{READY_FD_ENV: str(write_fd)})
+        try:
+            self.procs[name] = subprocess.Popen(self.commands[name], env=env, start_new_session=True,
+                                                pass_fds=(write_fd,),
+                                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        self._ready_pipes[name] = read_fd
         self.log(f"[bringup] started {name} (pid {self.procs[name].pid})")
+
+    def _close_ready_pipe(self, name: str) -> None:
+        fd = self._ready_pipes.pop(name, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _wait_until_interruptible(self, names: List[str], timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until each child started through ``nodes.run`` has its SIGINT
+        handler in place: a SIGINT during the interpreter's own start-up would end it with a
+        traceback. A child that announces nothing (not a ``nodes.run`` command) or has exited
+        closes its end of the pipe, which ends the wait for it too."""
+        pending = {self._ready_pipes[n]: n for n in names if n in self._ready_pipes}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.log(f"[bringup] {', '.join(sorted(pending.values()))}: not yet interruptible after "
+                         f"{timeout_s:g} s; interrupting anyway")
+                return
+            readable, _, _ = select.select(list(pending), [], [], min(left, 0.5))
+            for fd in readable:
+                self._close_ready_pipe(pending.pop(fd))  # the byte (handler in place) or EOF (exited)
 
     def start_all(self) -> None:
         for name in self.commands:
@@ -244,7 +281,8 @@ class Supervisor:
         return [n for n, p in self.procs.items() if p.poll() is None]
 
     def stop(self) -> None:
-        """SIGINT, then SIGTERM, then SIGKILL; waits for every child."""
+        """SIGINT (once each child can take it), then SIGTERM, then SIGKILL; waits for every child."""
+        self._wait_until_interruptible([n for n, p in self.procs.items() if p.poll() is None], self.stop_timeout_s)
         for sig, grace in ((signal.SIGINT, self.stop_timeout_s), (signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
             running = [p for p in self.procs.values() if p.poll() is None]
             if not running:
@@ -260,6 +298,7 @@ class Supervisor:
         for name, p in self.procs.items():
             if p.poll() is None:  # pragma: no cover - SIGKILL cannot be refused
                 p.wait()
+            self._close_ready_pipe(name)
             self.log(f"[bringup] {name} stopped (exit {p.returncode})")
 
 

@@ -6,12 +6,22 @@ SIGINT on shutdown) in that second would otherwise end it with a ``KeyboardInter
 and exit code 1. Here a SIGINT before the node's own handling is in place (``rclpy.init`` installs
 it) ends the process at once with exit code 0: nothing had started that needs stopping.
 This module imports nothing heavy, so the handler is in place before the slow imports begin.
+
+Before this module runs, the interpreter itself starts (site-packages, the ``-m`` package
+imports: 0.4 s and more on a loaded machine), with Python's own SIGINT handling, which a SIGINT
+ends with a ``KeyboardInterrupt`` traceback. A supervisor closes that window: it passes the write
+end of a pipe as ``PLANNER_PKG_READY_FD`` and sends its SIGINT only after the byte written here,
+once the handler is in place, has arrived (``bringup.Supervisor``).
 """
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
+
+#: environment variable naming the file descriptor on which the handler's installation is announced
+READY_FD_ENV = "PLANNER_PKG_READY_FD"
 
 #: executable name -> node module (every module has ``main(args=None) -> int``)
 NODE_MODULES = {
@@ -32,6 +42,18 @@ def _exit_quietly(signum, _frame) -> None:
     raise SystemExit(0)
 
 
+def _announce_handler_installed() -> None:
+    """Write one byte on the supervisor's pipe (if there is one) and close it."""
+    fd = os.environ.pop(READY_FD_ENV, None)
+    if fd is None:
+        return
+    try:
+        os.write(int(fd), b"1")
+        os.close(int(fd))
+    except (OSError, ValueError):
+        pass  # not our pipe (a stale variable): the supervisor, if any, falls back on its timeout
+
+
 def run(module: str, argv=None) -> int:
     """Import node ``module`` with the quiet SIGINT handler in place, then run its ``main``."""
     if module not in NODE_MODULES.values():
@@ -39,6 +61,7 @@ def run(module: str, argv=None) -> int:
               f"{', '.join(sorted(NODE_MODULES.values()))}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGINT, _exit_quietly)
+    _announce_handler_installed()
     try:
         node_module = importlib.import_module(module)
     except BaseException:
