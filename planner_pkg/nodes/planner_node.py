@@ -98,7 +98,10 @@ class PlannerNodeConfig:
     lockstep_report: bool = field(default=True, metadata={"read_only": True, "description":
                                   "under use_sim_time: be a lockstep participant (each tick waits for the inputs "
                                   "of its instant and reports the next one, so a lockstep simulator waits for it)"})
-    sim_time_limit_scale: float = field(default=10.0, metadata={"range": (1.0, 1000.0), "description":
+    # 100: optimiser 10 s, A* 5 s, retries 5 s, still inside the simulator's 30 s lockstep fault
+    # timeout. x10 was not enough: at a load of 18 on 2 cores plans took over 1 s and the nets fired,
+    # and a lockstep flight under a CPU hog drifted 5 cm from the same flight on a quiet machine.
+    sim_time_limit_scale: float = field(default=100.0, metadata={"range": (1.0, 1000.0), "description":
                                         "under use_sim_time with lockstep_report: the EGO planner's wall-clock "
                                         "safety nets (optimiser, A*, retry time limits) are multiplied by this, "
                                         "because sim time stands still while it plans (1 = as configured)"})

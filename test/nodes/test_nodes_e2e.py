@@ -312,7 +312,10 @@ def test_the_same_lockstep_flight_with_and_without_a_cpu_hog_is_the_same_flight(
     # both ran to the goal: nearly every sample time is in both logs (the mission's end can cut one short)
     assert len(common) >= 0.95 * min(len(quiet), len(loaded)), (len(common), len(quiet), len(loaded))
     diff = max(float(np.abs(quiet[t] - loaded[t]).max()) for t in common)
-    assert diff <= 1e-6, f"the flight under load differs by {diff:.3e} m"
+    # the one known source of a difference: an EGO wall-clock safety net that fired (logged)
+    nets = [line for name in ("quiet", "hog") for line in (tmp_path / name / "bringup.log").read_text().splitlines()
+            if "safety nets fired" in line]
+    assert diff <= 1e-6, f"the flight under load differs by {diff:.3e} m; safety nets: {nets}"
     print(f"\nlockstep flight with and without a CPU hog: {len(common)} common samples over "
           f"{common[-1]:.2f} s of sim time, max position difference {diff:.1e} m")
 
