@@ -304,12 +304,20 @@ class LiveView:
 
     def post_frame(self, frame) -> None:
         """A :class:`planner_pkg.types.SensorFrame` (depth image, cloud, camera pose)."""
-        if self._server is None or frame is None:
+        if frame is not None:
+            self.post_sensors(frame.t, frame.depth, frame.points, frame.camera_position, frame.camera_orientation)
+
+    def post_sensors(self, t: float, depth=None, points=None, camera_position=None, camera_orientation=None) -> None:
+        """Sensor data at ``t`` s: depth (H, W) float z-depth, m; points (N, 3) world-frame m;
+        the camera optical frame's pose in the world (3,) m and (4,) (x, y, z, w); each optional.
+        Arrays are read on the publisher thread: pass ones that are not modified afterwards."""
+        if self._server is None or not math.isfinite(t):
             return
-        image = frame.depth is not None and frame.intrinsics is not None and self._admit("image")
-        cloud = frame.points is not None and self._admit("cloud")
+        image = depth is not None and np.ndim(depth) == 2 and self._admit("image")
+        cloud = points is not None and self._admit("cloud")
         if image or cloud:
-            self._enqueue("frame", (frame, image, cloud))
+            self._enqueue("sensors", (float(t), depth if image else None, points if cloud else None,
+                                      camera_position, camera_orientation))
 
     def post_trajectory(self, t: float, trajectory=None, points=None) -> None:
         """The planned trajectory at time ``t`` s: an object with ``sample(t)`` (sampled on the
@@ -441,21 +449,24 @@ class LiveView:
                                lines=[self._line(pts, _PATH_RGBA, 0.05)])
         self._log("/vehicle/path", m.SceneUpdate(entities=[entity]), t)
 
-    def _send_frame(self, item) -> None:
-        frame, image, cloud = item
+    def _send_sensors(self, item) -> None:
+        t, depth, points, cam_position, cam_orientation = item
         m, c = self._fox, self.config
-        t = frame.t
-        cam = m.FrameTransform(timestamp=self._ts(t), parent_frame_id=c.map_frame, child_frame_id=c.camera_frame,
-                               translation=m.Vector3(**dict(zip("xyz", (float(v) for v in frame.camera_position)))),
-                               rotation=m.Quaternion(**dict(zip("xyzw", (float(v) for v in frame.camera_orientation)))))
-        self._log("/tf", m.FrameTransforms(transforms=[cam]), t)
-        if image:
-            depth = np.ascontiguousarray(frame.depth, dtype="<f4")
+        if cam_position is not None and cam_orientation is not None:
+            p = [float(v) for v in cam_position]
+            q = [float(v) for v in cam_orientation]
+            if all(math.isfinite(v) for v in p + q):
+                cam = m.FrameTransform(timestamp=self._ts(t), parent_frame_id=c.map_frame, child_frame_id=c.camera_frame,
+                                       translation=m.Vector3(x=p[0], y=p[1], z=p[2]),
+                                       rotation=m.Quaternion(x=q[0], y=q[1], z=q[2], w=q[3]))
+                self._log("/tf", m.FrameTransforms(transforms=[cam]), t)
+        if depth is not None:
+            depth = np.ascontiguousarray(depth, dtype="<f4")
             h, w = depth.shape
             self._log("/camera/depth", m.RawImage(timestamp=self._ts(t), frame_id=c.camera_frame, width=w, height=h,
                                                   encoding="32FC1", step=4 * w, data=depth.tobytes()), t)
-        if cloud:
-            pts = thin_points(frame.points, c.max_cloud_points).astype("<f4", copy=False)
+        if points is not None:
+            pts = thin_points(points, c.max_cloud_points).astype("<f4", copy=False)
             f32 = m.PackedElementFieldNumericType.Float32
             fields = [m.PackedElementField(name=n, offset=4 * i, type=f32) for i, n in enumerate("xyz")]
             self._log("/camera/cloud", m.PointCloud(timestamp=self._ts(t), frame_id=c.map_frame,
