@@ -257,9 +257,9 @@ class VizNode(Node):
 
     def close(self) -> None:
         """Stop the Foxglove server (run_node and the bringup call this before destroying the node)."""
-        if self.view is not None:
-            self.view.stop()
-            self.view = None
+        view, self.view = getattr(self, "view", None), None  # also on a node whose __init__ failed
+        if view is not None:
+            view.stop()
 
     def destroy_node(self):
         self.close()
