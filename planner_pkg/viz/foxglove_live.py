@@ -119,6 +119,7 @@ class LiveViewStats:
     refused: int = 0
     errors: int = 0
     sent: Dict[str, int] = field(default_factory=dict)
+    thread_cpu_s: float = 0.0  # CPU time of the publisher thread (encoding, sending)
 
 
 class LiveView:
@@ -339,10 +340,12 @@ class LiveView:
 
     # -- the publisher thread ---------------------------------------------------------------------
     def _run(self) -> None:
+        cpu0 = time.thread_time()
         while True:
             self._wake.wait(0.2)
             self._wake.clear()
             stopping = self._stopping.is_set()
+            self.stats.thread_cpu_s = time.thread_time() - cpu0
             try:
                 if self._world_dirty:
                     self._world_dirty = False
@@ -358,6 +361,7 @@ class LiveView:
                 if self.stats.errors <= 3:
                     logger.warning("live view: could not publish (%s: %s); going on", type(exc).__name__, exc)
             if stopping:
+                self.stats.thread_cpu_s = time.thread_time() - cpu0
                 return
 
     def _log(self, topic: str, msg, t: float) -> None:
