@@ -182,3 +182,20 @@ def test_the_node_serves_foxglove_from_ros_odometry(ros, world_file):
     assert [tf.translation.x, tf.translation.y, tf.translation.z] == [1.5, -2.0, 1.25]
     assert [tf.rotation.x, tf.rotation.y, tf.rotation.z, tf.rotation.w] == pytest.approx(q.tolist(), abs=1e-12)
     assert any(m.topic == "/world" for m in session.messages)
+
+
+def test_the_rviz_config_shows_the_graph_topics_with_matching_qos():
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "rviz" / "planner.rviz").read_text())
+    manager = config["Visualization Manager"]
+    assert manager["Global Options"]["Fixed Frame"] == "map"
+    topics = {d["Topic"]["Value"]: d["Topic"] for d in manager["Displays"] if "Topic" in d}
+    expected = {"/" + t for t in (TOPIC_WORLD, TOPIC_TRAJECTORY_MARKERS, TOPIC_PATH, c.TOPIC_PLANNING_MARKERS,
+                                  c.TOPIC_ODOM, c.TOPIC_CLOUD, c.TOPIC_DEPTH)}
+    assert set(topics) == expected
+    for name in (TOPIC_WORLD, TOPIC_TRAJECTORY_MARKERS, TOPIC_PATH):  # a late RViz asks for the stored sample
+        assert topics["/" + name]["Durability Policy"] == "Transient Local"
+        assert topics["/" + name]["Reliability Policy"] == "Reliable"
+    for name in (c.TOPIC_CLOUD, c.TOPIC_DEPTH):  # best effort matches a reliable or best-effort publisher
+        assert topics["/" + name]["Reliability Policy"] == "Best Effort"
