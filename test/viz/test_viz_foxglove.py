@@ -299,3 +299,11 @@ def test_fly_viz_prints_the_url_and_serves_the_flight(tmp_path):
         assert abs(flight[i, 0] - t) < 1e-6  # planner ticks (10 Hz) fall on log samples (50 Hz)
         assert np.allclose(flight[i, 1:4], [tf.translation.x, tf.translation.y, tf.translation.z], atol=1e-5)
     assert {m.topic for m in session.messages} == set(TOPICS)
+
+
+def test_the_view_does_not_change_the_flight(flown):
+    _, _, with_view, _ = flown
+    runner = ClosedLoopRunner(small_world(), DirectPlanner(), RunnerConfig(timeout_s=10.0))
+    without = runner.run(START, GOAL)
+    np.testing.assert_array_equal(with_view.log.as_array(), without.log.as_array())
+    assert with_view.summary.reason == without.summary.reason
