@@ -190,12 +190,14 @@ def test_the_rviz_config_shows_the_graph_topics_with_matching_qos():
     config = yaml.safe_load((Path(__file__).resolve().parents[2] / "rviz" / "planner.rviz").read_text())
     manager = config["Visualization Manager"]
     assert manager["Global Options"]["Fixed Frame"] == "map"
+    goal_tool = [t for t in manager["Tools"] if t["Class"] == "rviz_default_plugins/SetGoal"]
+    assert goal_tool and goal_tool[0]["Topic"]["Value"] == c.TOPIC_GOAL
     topics = {d["Topic"]["Value"]: d["Topic"] for d in manager["Displays"] if "Topic" in d}
-    expected = {"/" + t for t in (TOPIC_WORLD, TOPIC_TRAJECTORY_MARKERS, TOPIC_PATH, c.TOPIC_PLANNING_MARKERS,
+    expected = {t for t in (TOPIC_WORLD, TOPIC_TRAJECTORY_MARKERS, TOPIC_PATH, c.TOPIC_PLANNING_MARKERS,
                                   c.TOPIC_ODOM, c.TOPIC_CLOUD, c.TOPIC_DEPTH)}
     assert set(topics) == expected
     for name in (TOPIC_WORLD, TOPIC_TRAJECTORY_MARKERS, TOPIC_PATH):  # a late RViz asks for the stored sample
-        assert topics["/" + name]["Durability Policy"] == "Transient Local"
-        assert topics["/" + name]["Reliability Policy"] == "Reliable"
+        assert topics[name]["Durability Policy"] == "Transient Local"
+        assert topics[name]["Reliability Policy"] == "Reliable"
     for name in (c.TOPIC_CLOUD, c.TOPIC_DEPTH):  # best effort matches a reliable or best-effort publisher
-        assert topics["/" + name]["Reliability Policy"] == "Best Effort"
+        assert topics[name]["Reliability Policy"] == "Best Effort"
