@@ -31,6 +31,9 @@ and ``--plot`` like the ``fly`` command (each on its own: one that fails does no
 and ``--record FILE.mcap`` records the topics with the ``recorder`` node. Exit code 1 when an
 output could not be written or the run itself failed (no goal sent, nothing flown after it, a
 lockstep fault, stalled odometry); otherwise 0, whatever the outcome (read ``reached``).
+
+``--viz [--viz-port P] [--viz-host A]`` adds the ``viz`` node (``planner_pkg/nodes/viz_node.py``):
+latched ``viz/*`` topics for RViz2 and a Foxglove WebSocket server on the port (docs/viz.md).
 """
 from __future__ import annotations
 
