@@ -77,7 +77,7 @@ setup(
         "ros": ROS_WHEELS,
         # foxglove-sdk and websockets: the live-view tests talk to the real server with a real client
         "test": ["pytest>=8.0", "matplotlib>=3.8", "onnx>=1.16", "onnxruntime>=1.18",
-                 "mcap-ros2-support>=0.5", "foxglove-sdk>=0.30,<0.31", "websockets>=13", "protobuf>=4.25"],
+                 "mcap-ros2-support>=0.5", "foxglove-sdk>=0.30,<0.31", "websockets>=14", "protobuf>=4.25"],
         "export": ["onnx>=1.16", "onnxruntime>=1.18"],
         "plots": ["matplotlib>=3.8"],
         # the live view: `fly --viz`, `bringup sim --viz` (a Foxglove WebSocket server; docs/viz.md)

@@ -10,6 +10,8 @@ The same embedded-simulator episode (fixed seed, so the same steps every run) is
   Foxglove app would be) subscribed to every topic, so each message is encoded and sent;
 * ``unlimited+client``: the same with every rate limit at 1000 Hz (what the rate limit saves).
 
+``cpu us/step`` is this process's CPU time (every thread: the simulation, the publisher thread,
+the SDK's sender threads) per step, less sensitive to other load on the machine than wall time;
 ``pub cpu s`` is the CPU time of the view's publisher thread (encoding and handing messages to
 the SDK); ``dropped`` counts samples the rate limit or the full queue dropped before any work.
 Wall time per simulated dynamics step (500 Hz) is the median over ``--repeat`` runs; ``ratio`` is
@@ -95,9 +97,9 @@ def run_once(mode: str, planner_name: str, world_kind: str):
         planner = VizTap(planner, view)
     cfg = RunnerConfig(timeout_s=40.0, seed=0)
     runner = ClosedLoopRunner(world, planner, cfg)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = runner.run(start, goal)
-    wall = time.perf_counter() - t0
+    wall, proc_cpu = time.perf_counter() - t0, time.process_time() - c0
     sent = dropped = 0
     cpu = 0.0
     if view is not None:
@@ -107,7 +109,7 @@ def run_once(mode: str, planner_name: str, world_kind: str):
         dropped = view.stats.rate_dropped + view.stats.queue_dropped
     steps = round(result.summary.time_s * cfg.dynamics_rate_hz)
     received = client.received() if client is not None else 0
-    return wall, steps, sent, dropped, received, result.summary, cpu
+    return wall, steps, sent, dropped, received, result.summary, cpu, proc_cpu
 
 
 def main():
@@ -122,11 +124,12 @@ def main():
         for mode in modes:
             rows.setdefault(mode, []).append(run_once(mode, args.planner, args.world))
     base = statistics.median(r[0] / r[1] for r in rows["off"])
+    cpu_base = statistics.median(r[7] / r[1] for r in rows["off"])
     s = rows["off"][0][5]
     print(f"planner {args.planner}, world {args.world}: {s.time_s:.2f} sim s ({rows['off'][0][1]} steps at 500 Hz), "
           f"reason {s.reason}; median of {args.repeat}")
-    print(f"{'mode':<18} {'wall s':>8} {'us/step':>9} {'ratio':>7} {'sent':>7} {'dropped':>8} {'received':>9} "
-          f"{'pub cpu s':>10}")
+    print(f"{'mode':<18} {'wall s':>8} {'us/step':>9} {'ratio':>7} {'cpu us/step':>12} {'cpu ratio':>10} "
+          f"{'sent':>7} {'dropped':>8} {'received':>9} {'pub cpu s':>10}")
     for mode in modes:
         per = [r[0] / r[1] for r in rows[mode]]
         med = statistics.median(per)
@@ -135,8 +138,9 @@ def main():
         dropped = int(statistics.median(r[3] for r in rows[mode]))
         received = int(statistics.median(r[4] for r in rows[mode]))
         cpu = statistics.median(r[6] for r in rows[mode])
-        print(f"{mode:<18} {wall:>8.2f} {1e6 * med:>9.1f} {med / base:>7.3f} {sent:>7} {dropped:>8} {received:>9} "
-              f"{cpu:>10.3f}")
+        proc = statistics.median(r[7] / r[1] for r in rows[mode])
+        print(f"{mode:<18} {wall:>8.2f} {1e6 * med:>9.1f} {med / base:>7.3f} {1e6 * proc:>12.1f} {proc / cpu_base:>10.3f} "
+              f"{sent:>7} {dropped:>8} {received:>9} {cpu:>10.3f}")
 
 
 if __name__ == "__main__":

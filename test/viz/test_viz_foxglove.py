@@ -307,3 +307,28 @@ def test_the_view_does_not_change_the_flight(flown):
     without = runner.run(START, GOAL)
     np.testing.assert_array_equal(with_view.log.as_array(), without.log.as_array())
     assert with_view.summary.reason == without.summary.reason
+
+
+def test_fly_and_bringup_refuse_a_bad_or_taken_port_before_flying(tmp_path, capsys):
+    import socket
+
+    from planner_pkg.cli import main
+    from planner_pkg.nodes.bringup import main as bringup_main
+
+    world_file = tmp_path / "w.yaml"
+    save_world(small_world(), world_file)
+    args = ["fly", "--world", str(world_file), "--start=-6,0,1", "--goal=2,0,1", "--planner", "direct",
+            "--log", str(tmp_path / "f.csv"), "--summary", str(tmp_path / "s.json"), "--viz"]
+    assert main(args + ["--viz-port", "70000"]) == 2
+    assert "expected a TCP port 0..65535" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(args + ["--viz-port", str(port)]) == 2
+        err = capsys.readouterr().err
+        assert f"127.0.0.1:{port}" in err and "--viz-port" in err
+        assert not (tmp_path / "f.csv").exists()  # refused before flying
+        assert bringup_main(["sim", "--world", str(world_file), "--viz", "--viz-port", str(port)]) == 2
+        err = capsys.readouterr().err
+        assert f"127.0.0.1:{port}" in err and "--viz-port" in err
