@@ -41,6 +41,7 @@ CONSOLE_SCRIPTS = [
     "fcu_bridge = planner_pkg.nodes.run:fcu_bridge",
     "policy_node = planner_pkg.nodes.run:policy_node",
     "recorder = planner_pkg.nodes.run:recorder",
+    "viz_node = planner_pkg.nodes.run:viz_node",
 ]
 
 setup(
@@ -59,6 +60,8 @@ setup(
         ("share/" + PACKAGE + "/config/worlds", _files("config/worlds/*")),
         ("share/" + PACKAGE + "/config/policy", _files("config/policy/*")),
         ("share/" + PACKAGE + "/config/systemd", _files("config/systemd/*")),
+        ("share/" + PACKAGE + "/config/foxglove", _files("config/foxglove/*")),
+        ("share/" + PACKAGE + "/rviz", _files("rviz/*")),
         ("share/" + PACKAGE + "/docs", _files("docs/*")),
     ],
     install_requires=[
@@ -72,10 +75,13 @@ setup(
     ],
     extras_require={
         "ros": ROS_WHEELS,
+        # foxglove-sdk and websockets: the live-view tests talk to the real server with a real client
         "test": ["pytest>=8.0", "matplotlib>=3.8", "onnx>=1.16", "onnxruntime>=1.18",
-                 "mcap-ros2-support>=0.5"],
+                 "mcap-ros2-support>=0.5", "foxglove-sdk>=0.30,<0.31", "websockets>=14", "protobuf>=4.25"],
         "export": ["onnx>=1.16", "onnxruntime>=1.18"],
         "plots": ["matplotlib>=3.8"],
+        # the live view: `fly --viz`, `bringup sim --viz` (a Foxglove WebSocket server; docs/viz.md)
+        "viz": ["foxglove-sdk>=0.30,<0.31"],
         # MCAP recording (`bringup --record`, the recorder node) and `python -m planner_pkg plot RUN.mcap`.
         "record": ["mcap-ros2-support>=0.5"],
         # Differential-test oracle only; never imported by the package itself.

@@ -4,7 +4,7 @@ Commands:
     fly     one closed-loop episode in the embedded simulator (DESIGN.md contract):
             fly --world FILE --start x,y,z --goal x,y,z --planner direct|ego|policy
                 [--model FILE] [--seed N] [--max-vel V] --log flight.csv --summary summary.json
-                [--plot flight.png] [--timeout S]
+                [--plot flight.png] [--timeout S] [--viz [--viz-port P] [--viz-wait S]]
     world generate --kind forest --seed 3 -o forest.yaml [--param key=value ...]
     world sdf forest.yaml -o forest.sdf
     plot RUN.mcap --world FILE -o flight.png [--summary summary.json]   (a recorded run)
@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fly.add_argument("--goal-tolerance", type=_goal_tolerance_m, default=0.5, metavar="M",
                      help="goal radius, m (0.5)")
+    from planner_pkg.viz.launch import add_viz_arguments
+
+    add_viz_arguments(fly, wait=True)  # --viz [--viz-port P] [--viz-host A] [--viz-wait S]
     fly.set_defaults(handler=_cmd_fly)
 
     sub.add_parser("bringup", help="start the ROS 2 graph (sim|gazebo|hardware) without ros2 launch; "
@@ -158,8 +161,17 @@ def _cmd_fly(args) -> int:
     )
     heading = args.goal - args.start
     start_yaw = math.atan2(heading[1], heading[0]) if math.hypot(heading[0], heading[1]) > 1e-9 else 0.0
+    view = _start_viz(args, world) if args.viz else None
+    if view is not None:
+        from planner_pkg.viz.tap import VizTap
+
+        planner = VizTap(planner, view)  # the live view sees what the planner sees
     runner = ClosedLoopRunner(world, planner, config, planner_name=args.planner, world_name=str(args.world))
-    result = runner.run(args.start, args.goal, start_yaw=start_yaw)
+    try:
+        result = runner.run(args.start, args.goal, start_yaw=start_yaw)
+    finally:
+        if view is not None:
+            view.stop()
     writers = [("--log", log_path, lambda: result.log.write_csv(log_path)),
                ("--summary", summary_path, lambda: result.summary.write_json(summary_path))]
     if plot_path is not None:
@@ -177,6 +189,16 @@ def _cmd_fly(args) -> int:
     for line in errors:
         print(f"error: {line}", file=sys.stderr)
     return EXIT_FAILED if errors else EXIT_OK
+
+
+def _start_viz(args, world):
+    from planner_pkg.viz.foxglove_live import VizServerError, VizUnavailableError
+    from planner_pkg.viz.launch import start_live_view
+
+    try:
+        return start_live_view(args, world)
+    except (VizUnavailableError, VizServerError) as exc:
+        raise CliError(str(exc)) from None
 
 
 def _parse_params(pairs: Sequence[str]) -> dict:

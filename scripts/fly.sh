@@ -9,6 +9,8 @@
 #
 # Usage: [PLANNER=ego|direct] [SEED=N] [ROS=0] bash scripts/fly.sh [extra bringup options]
 #   extra options go to `bringup` (e.g. --real-time-factor 2, --timeout 90), or to `fly` with ROS=0.
+#   --viz [--viz-port P] [--viz-host A]: watch it live in Foxglove (the URL is printed; docs/viz.md;
+#   installs the viz extra) and, with ROS, in RViz2 (rviz2 -d rviz/planner.rviz).
 #   ROS=0: the fallback without ROS 2 (no x86_64 ROS wheels, e.g. on ARM): the same episode in the
 #   embedded simulator in one process, `python -m planner_pkg fly ...` (no MCAP).
 # DDS discovery stays on this host (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST unless set); set
@@ -23,6 +25,25 @@ CHECK='import rclpy, mcap_ros2, matplotlib'
 if [ "$USE_ROS" = "0" ]; then
     EXTRAS='.[plots]'
     CHECK='import matplotlib'
+fi
+# --viz: the live view needs foxglove-sdk (extra viz); the URL is printed below
+VIZ=0 VIZ_PORT=8765 VIZ_HOST=127.0.0.1
+prev=""
+for arg in "$@"; do
+    case "$prev" in
+        --viz-port) VIZ_PORT="$arg" ;;
+        --viz-host) VIZ_HOST="$arg" ;;
+    esac
+    case "$arg" in
+        --viz) VIZ=1 ;;
+        --viz-port=*) VIZ_PORT="${arg#*=}" ;;
+        --viz-host=*) VIZ_HOST="${arg#*=}" ;;
+    esac
+    prev="$arg"
+done
+if [ "$VIZ" = "1" ]; then
+    EXTRAS="${EXTRAS%]},viz]"
+    CHECK="$CHECK, foxglove"
 fi
 if [ ! -x "$VENV/bin/python" ]; then
     PY="$(command -v python3.11 || command -v python3 || true)"
@@ -46,6 +67,7 @@ SEED="${SEED:-3}"
 # sim time (the mission's --timeout is 60 sim s), flown at real time (EGO budgets its optimiser in
 # wall time, so real time is what an onboard computer sees)
 if [ "$USE_ROS" = "0" ]; then
+    # fly prints "live view: ws://HOST:PORT" itself (stderr) when --viz is given
     "$PYTHON" -m planner_pkg fly --world out/forest.yaml --start=-20,0,1 --goal=20,0,1 \
         --planner "${PLANNER:-ego}" --seed "$SEED" \
         --log out/flight.csv --summary out/summary.json --plot out/flight.png "$@" > /dev/null
@@ -54,6 +76,16 @@ else
     export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
     rm -f out/flight.mcap out/summary.json
     echo "bringing up the simulated ROS 2 graph and flying ${PLANNER:-ego} from -20,0,1 to 20,0,1 (log: out/bringup.log)"
+    if [ "$VIZ" = "1" ]; then
+        # the bringup checks the port before any node starts (a taken one fails the run, exit 2)
+        case "$VIZ_HOST" in 0.0.0.0|::) URL_HOST="$(hostname)" ;; *) URL_HOST="$VIZ_HOST" ;; esac
+        if [ "$VIZ_PORT" = "0" ]; then
+            echo "live view: on a free port: the viz node's '[viz] live view: ws://...' line in out/bringup.log"
+        else
+            echo "live view: ws://$URL_HOST:$VIZ_PORT  (Foxglove: Open connection > Foxglove WebSocket;" \
+                 "layout: config/foxglove/planner_live.json; RViz2: rviz2 -d rviz/planner.rviz)"
+        fi
+    fi
     if ! "$PYTHON" -m planner_pkg bringup sim --world out/forest.yaml --start=-20,0,1 --goal=20,0,1 \
         --planner "${PLANNER:-ego}" --timeout 60 --real-time-factor 1.0 --log-level warn \
         --record out/flight.mcap --log out/flight.csv --summary out/summary.json --plot out/flight.png \

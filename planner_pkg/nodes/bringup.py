@@ -31,6 +31,9 @@ and ``--plot`` like the ``fly`` command (each on its own: one that fails does no
 and ``--record FILE.mcap`` records the topics with the ``recorder`` node. Exit code 1 when an
 output could not be written or the run itself failed (no goal sent, nothing flown after it, a
 lockstep fault, stalled odometry); otherwise 0, whatever the outcome (read ``reached``).
+
+``--viz [--viz-port P] [--viz-host A]`` adds the ``viz`` node (``planner_pkg/nodes/viz_node.py``):
+latched ``viz/*`` topics for RViz2 and a Foxglove WebSocket server on the port (docs/viz.md).
 """
 from __future__ import annotations
 
@@ -79,6 +82,7 @@ TRAJ_SERVER = NodeSpec("traj_server", "planner_pkg.nodes.traj_server", "traj_ser
 FCU_BRIDGE = NodeSpec("fcu_bridge", "planner_pkg.nodes.fcu_bridge", "fcu_bridge")
 POLICY = NodeSpec("policy", "planner_pkg.nodes.policy_node", "policy_node")
 RECORDER = NodeSpec("recorder", "planner_pkg.nodes.recorder", "recorder", respawn=False)
+VIZ = NodeSpec("viz", "planner_pkg.nodes.viz_node", "viz_node")  # --viz: RViz topics + Foxglove server
 
 # The graph of each profile; the launch files (launch/*.launch.py) start the same nodes.
 PROFILES: Dict[str, tuple] = {
@@ -171,6 +175,11 @@ def node_overrides(profile: str, spec: NodeSpec, args) -> List[str]:
             out += ["-p", f"geofence_min_m:={_float_list(lo)}", "-p", f"geofence_max_m:={_float_list(hi)}"]
     elif spec is RECORDER:
         out += ["-p", f"output:={Path(args.record).resolve()}"]  # absolute: always a YAML string
+    elif spec is VIZ:
+        if args.world:
+            out += ["-p", f"world_file:={args.world}"]
+        out += ["-p", "foxglove:=true", "-p", f"foxglove_port:={int(args.viz_port)}",
+                "-p", f"foxglove_host:={args.viz_host}"]
     return out
 
 
@@ -328,6 +337,7 @@ def node_parameter_configs() -> Dict[str, list]:
     add("policy", POLICY.module, [("PolicyNodeConfig", "")])
     add("fcu_bridge", FCU_BRIDGE.module, [("FcuBridgeNodeConfig", ""), ("BridgeConfig", "")])
     add("recorder", RECORDER.module, [("RecorderConfig", "")])
+    add("viz", VIZ.module, [("VizNodeConfig", "")])
     return out
 
 
@@ -376,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     mission.add_argument("--summary", type=types.output_file, metavar="JSON", help="mission summary")
     mission.add_argument("--plot", type=types.output_file, metavar="PNG", help="flight plot (matplotlib)")
     mission.add_argument("--record", type=types.output_file, metavar="MCAP", help="record the topics to an MCAP file")
+    from planner_pkg.viz.launch import add_viz_arguments
+
+    add_viz_arguments(p)  # --viz: the viz node (viz/* topics for RViz2, Foxglove server on --viz-port)
     return p
 
 
@@ -418,6 +431,11 @@ def _prepare(args) -> Optional[str]:
         if importlib.util.find_spec("mcap_ros2") is None:
             return "--record needs the MCAP writer: pip install mcap-ros2-support"
         specs.append(RECORDER)
+    if args.viz:
+        error = _check_viz(args)
+        if error:
+            return error
+        specs.append(VIZ)
     for spec in specs:
         if importlib.util.find_spec(spec.module) is None:
             return (f"node '{spec.name}' ({spec.module}) is not installed in this version of planner_pkg; "
@@ -428,6 +446,24 @@ def _prepare(args) -> Optional[str]:
             return "--goal needs a simulated profile (sim or gazebo) with a world file"
         return _check_mission(args, blocks)
     return None
+
+
+def _check_viz(args) -> Optional[str]:
+    from planner_pkg.viz.foxglove_live import viz_available
+    from planner_pkg.viz.launch import check_port_free
+
+    if not viz_available():
+        return "--viz needs the foxglove-sdk package: pip install 'planner_pkg[viz]' (or pip install foxglove-sdk)"
+    return check_port_free(args.viz_host, args.viz_port)
+
+
+def _viz_banner(args) -> str:
+    from planner_pkg.viz.foxglove_live import url_for
+
+    if args.viz_port == 0:
+        return "[bringup] live view: any free port; the viz node prints the URL once it listens"
+    return (f"[bringup] live view: {url_for(args.viz_host, args.viz_port)}  (Foxglove: Open connection > Foxglove "
+            f"WebSocket; layout: config/foxglove/planner_live.json; RViz2: rviz2 -d rviz/planner.rviz)")
 
 
 #: Least wall time without odometry before a mission ends as ``stalled``, s.
@@ -542,6 +578,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
 
+    if args.viz:
+        print(_viz_banner(args), flush=True)
     stop = threading.Event()
     received = []
 

@@ -31,6 +31,7 @@ NODE_MODULES = {
     "fcu_bridge": "planner_pkg.nodes.fcu_bridge",
     "policy_node": "planner_pkg.nodes.policy_node",
     "recorder": "planner_pkg.nodes.recorder",
+    "viz_node": "planner_pkg.nodes.viz_node",
 }
 
 
@@ -87,6 +88,7 @@ traj_server = _entry("traj_server")
 fcu_bridge = _entry("fcu_bridge")
 policy_node = _entry("policy_node")
 recorder = _entry("recorder")
+viz_node = _entry("viz_node")
 
 
 if __name__ == "__main__":
