@@ -116,7 +116,9 @@ def test_planner_survives_bad_odom_clouds_goals_and_lost_odom(ros):
     planner = ros.add(PlannerNode(context=ros.context, parameter_overrides=[
         Parameter("planner", value="direct"), Parameter("status_rate_hz", value=10.0),
         Parameter("geofence_min_m", value=[-5.0, -5.0, 0.0]), Parameter("geofence_max_m", value=[10.0, 5.0, 4.0]),
-        Parameter("odom_timeout_s", value=0.3)]))
+        # 2 s: the probe's 50 Hz odometry must never look lost while it runs, also when a loaded
+        # machine starves its timer (0.3 s saw a 0.85 s gap at a load of 23 on 2 cores)
+        Parameter("odom_timeout_s", value=2.0)]))
     probe = Probe(ros)
     probe.odom_on = True
     assert wait_for(lambda: planner.state is not None, 10.0)
@@ -146,7 +148,7 @@ def test_planner_survives_bad_odom_clouds_goals_and_lost_odom(ros):
     assert len(probe.trajectories[-1].points) > 10
     # odometry stops: the planner publishes a one-point hold at the last position
     probe.odom_on = False
-    assert wait_for(lambda: planner.odom_lost and len(probe.trajectories[-1].points) == 1, 5.0)
+    assert wait_for(lambda: planner.odom_lost and len(probe.trajectories[-1].points) == 1, 20.0)
     hold = conv.msg_to_trajectory(probe.trajectories[-1])
     assert np.allclose(hold.position[0], [0.0, 0.0, 1.0])
     assert probe.wait_status("planner", lambda s: s["odom_lost"] == "True")
