@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = ["ConfigError", "Schema", "Config", "setting", "positive", "non_negative", "unwrap_optional", "nest_dotted", "field_descriptions",
-           "PLAIN", "config_classes"]
+           "PLAIN", "config_classes", "bounds_text"]
 
 _INF = math.inf
 
@@ -137,6 +137,14 @@ def _bounds_text(low, high, low_open: bool, high_open: bool = False) -> str:
     if high < _INF:
         parts.append(f"{'<' if high_open else '<='} {_num_text(high)}")
     return " and ".join(parts)
+
+
+def bounds_text(meta: Mapping[str, Any]) -> str:
+    """The bounds a field's metadata sets, in words (``> 0``, ``in 1..255``; "" for none)."""
+    rng = meta.get("range")
+    if rng is None:
+        return ""
+    return _bounds_text(rng[0], rng[1], bool(meta.get("low_open")), bool(meta.get("high_open")))
 
 
 def _unknown_keys(keys: Sequence[str], known: Sequence[str], section: str) -> str:

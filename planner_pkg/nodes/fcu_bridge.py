@@ -48,6 +48,7 @@ from rclpy.task import Future
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from planner_pkg.config_schema import Config
 from planner_pkg.bridges.mavlink import BridgeConfig, CommandError, FailsafeReason, FcuBridge, LinkState
 from planner_pkg.bridges.mavlink.telemetry import StateEstimate
 from planner_pkg.nodes import common as c
@@ -104,7 +105,7 @@ BRIDGE_PARAMETER_DOCS = {
 
 
 @dataclass(frozen=True)
-class FcuBridgeNodeConfig:
+class FcuBridgeNodeConfig(Config, prefix=""):
     """Parameters of the ``fcu_bridge`` node itself (the link's are BridgeConfig's)."""
 
     map_frame: str = field(default=conv.MAP_FRAME, metadata={"read_only": True, "description":
@@ -117,10 +118,10 @@ class FcuBridgeNodeConfig:
                                     "height above home the takeoff service climbs to, m"})
     status_rate_hz: float = field(default=2.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
 
-    def __post_init__(self):
+    def _check(self):
         if not self.map_frame or not self.base_frame or self.map_frame == self.base_frame:
-            raise ValueError(f"map_frame {self.map_frame!r} and base_frame {self.base_frame!r} must be two "
-                             f"different, non-empty frame ids")
+            raise self._error("map_frame", f"{self.map_frame!r} and base_frame {self.base_frame!r} must be two "
+                              f"different, non-empty frame ids")
 
 
 def estimate_to_odometry(est: StateEstimate, stamp_s: float, frame_id: str, child_frame_id: str) -> Odometry:

@@ -1,7 +1,7 @@
 """Typed, validated configuration of the FCU bridge (defaults live here, nowhere else).
 
 The ``fcu_bridge`` ROS parameters and the hardware YAML files are views of :class:`BridgeConfig`:
-``BridgeConfig.from_dict`` takes nested dicts (YAML) or dotted keys
+``BridgeConfig.from_dict`` (:class:`planner_pkg.config_schema.Config`) takes nested dicts (YAML) or dotted keys
 (``"failsafe.geofence.kind"``, the ROS parameter spelling) and names the offending key in every
 error. All distances are metres in the world ENU frame, times seconds, rates hertz.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Tuple
+from typing import Tuple
 
-from planner_pkg.config_schema import Schema
+from planner_pkg.config_schema import Config, Schema
 
 from .connection import parse_url
 
-__all__ = ["GeofenceConfig", "EnvelopeConfig", "FailsafeConfig", "BridgeConfig", "from_dict"]
+__all__ = ["GeofenceConfig", "EnvelopeConfig", "FailsafeConfig", "BridgeConfig"]
 
 _AUTOPILOTS = ("auto", "px4", "ardupilot")
 _FENCE_KINDS = ("none", "box", "cylinder")
@@ -30,7 +30,7 @@ _NON_NEGATIVE = dict(range=(0.0, float("inf")))
 
 
 @dataclass(frozen=True)
-class GeofenceConfig:
+class GeofenceConfig(Config, schema=_SCHEMA, prefix="failsafe.geofence."):
     """Where the vehicle may go, ENU metres. ``kind``: ``none``, ``box`` (``box_min_m`` ..
     ``box_max_m``) or ``cylinder`` (``center_m`` (x, y), ``radius_m``, ``z_min_m`` .. ``z_max_m``).
     ``margin_m``: within this distance of the boundary, velocity/acceleration pointing out is cut."""
@@ -44,7 +44,7 @@ class GeofenceConfig:
     z_max_m: float = 20.0
     margin_m: float = 0.5
 
-    def __post_init__(self):
+    def _check(self):
         p = "failsafe.geofence."
         _SCHEMA.choice(f"{p}kind", self.kind, _FENCE_KINDS)
         for name, n in (("box_min_m", 3), ("box_max_m", 3), ("center_m", 2)):
@@ -75,7 +75,7 @@ def _fence_reach_m(fence: GeofenceConfig) -> float:
 
 
 @dataclass(frozen=True)
-class EnvelopeConfig:
+class EnvelopeConfig(Config, schema=_SCHEMA, prefix="failsafe.envelope."):
     """What a working planner could ever ask for; a setpoint beyond it is refused, never clamped.
 
     The clamps in :class:`FailsafeConfig` shape plausible setpoints (a little too fast -> the speed
@@ -93,13 +93,13 @@ class EnvelopeConfig:
     max_acceleration_mps2: float = 50.0
     max_yaw_rate_radps: float = 20.0
 
-    def __post_init__(self):
+    def _check(self):
         for name, cap in _ENVELOPE_CAPS.items():
             _SCHEMA.number(f"failsafe.envelope.{name}", getattr(self, name), range=(0.0, cap), low_open=True)
 
 
 @dataclass(frozen=True)
-class FailsafeConfig:
+class FailsafeConfig(Config, schema=_SCHEMA, prefix="failsafe."):
     """Failsafes the bridge enforces regardless of what the planner does.
 
     stale_setpoint_s: no setpoint from the planner for this long while the FCU follows us ->
@@ -121,7 +121,7 @@ class FailsafeConfig:
     geofence: GeofenceConfig = field(default_factory=GeofenceConfig)
     envelope: EnvelopeConfig = field(default_factory=EnvelopeConfig)
 
-    def __post_init__(self):
+    def _check(self):
         for name in ("stale_setpoint_s", "state_max_age_s", "max_horizontal_speed_mps",
                      "max_vertical_speed_mps", "max_acceleration_mps2", "max_yaw_rate_radps"):
             _SCHEMA.number(f"failsafe.{name}", getattr(self, name), **_POSITIVE)
@@ -144,8 +144,13 @@ class FailsafeConfig:
                                 f"geofence, which reaches {reach:g} m from the origin")
 
 
+_SIGNING_KEY_REFUSED = ("the signing key is never a parameter (parameters end up in logs); write it to a file "
+                        "with mode 600 and set signing_key_path")
+_FORBIDDEN = {name: _SIGNING_KEY_REFUSED for name in ("signing_key", "secret_key", "key")}
+
+
 @dataclass(frozen=True)
-class BridgeConfig:
+class BridgeConfig(Config, schema=_SCHEMA, prefix="", refuse=_FORBIDDEN):
     """Everything the FCU bridge needs (see the module doc for units).
 
     fcu_url: see ``connection.parse_url``. autopilot: ``auto`` (trust the HEARTBEAT), ``px4`` or
@@ -185,7 +190,7 @@ class BridgeConfig:
     home_altitude_range_m: Tuple[float, float] = (-500.0, 9000.0)
     failsafe: FailsafeConfig = field(default_factory=FailsafeConfig)
 
-    def __post_init__(self):
+    def _check(self):
         parse_url(self.fcu_url)
         _SCHEMA.choice("autopilot", self.autopilot, _AUTOPILOTS)
         for name, lo in (("system_id", 1), ("component_id", 1), ("fcu_system_id", 0), ("fcu_component_id", 1)):
@@ -207,19 +212,3 @@ class BridgeConfig:
         if not -_MAX_HOME_ALTITUDE_M <= low < high <= _MAX_HOME_ALTITUDE_M:
             raise _SCHEMA.error("home_altitude_range_m", f"must be (low, high) with low < high, both within "
                                 f"+-{_MAX_HOME_ALTITUDE_M:g} m, got {list(self.home_altitude_range_m)}")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "BridgeConfig":
-        """Build from nested dicts and/or dotted keys; unknown keys and bad types raise
-        ValueError naming the key."""
-        return from_dict(cls, values)
-
-
-_SIGNING_KEY_REFUSED = ("the signing key is never a parameter (parameters end up in logs); write it to a file "
-                        "with mode 600 and set signing_key_path")
-_FORBIDDEN = {name: _SIGNING_KEY_REFUSED for name in ("signing_key", "secret_key", "key")}
-
-
-def from_dict(cls, values: Mapping[str, Any], prefix: str = ""):
-    """Instantiate the config dataclass ``cls`` from ``values`` (see BridgeConfig.from_dict)."""
-    return _SCHEMA.build(cls, values, prefix, dotted=True, refuse=_FORBIDDEN)
