@@ -54,6 +54,7 @@ from planner_pkg.nodes.sampled_trajectory import (SampledTrajectory, hold_trajec
 from planner_pkg.sim.camera import DepthCamera
 from planner_pkg.sim.params import CameraParams
 from planner_pkg.app.planners import PLANNER_NAMES, PlannerNotAvailableError, PlannerOptions, make_planner
+from planner_pkg.sim.mission_judge import GOAL_TOLERANCE_M
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
 
 NODE_NAME = "planner"
@@ -82,7 +83,7 @@ class PlannerNodeConfig(Config, prefix=""):
                                                                  "description": "longest span sent, s"})
     republish_period_s: float = field(default=1.0, metadata={"range": (0.05, 10.0),
                                                               "description": "re-send the latest trajectory, s"})
-    goal_tolerance_m: float = field(default=0.5, metadata={"range": (0.01, 10.0),
+    goal_tolerance_m: float = field(default=GOAL_TOLERANCE_M, metadata={"range": (0.01, 10.0),
                                                             "description": "reported as reached within, m"})
     goal_clearance_m: float = field(default=0.3, metadata={"range": (0.0, 5.0), "description":
                                     "refuse a goal this close to a point of the latest cloud, m (0 = off)"})
