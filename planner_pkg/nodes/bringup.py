@@ -125,12 +125,14 @@ def ros_environment(env: Optional[dict] = None) -> dict:
 
 
 def world_from_params(params_file) -> Optional[str]:
-    """The sim_bridge's ``world_file`` in a parameter YAML, or None (the launch files use this too).
-    ParamsFileError (a ValueError naming the file) when the file cannot be read as parameters."""
+    """The sim_bridge's ``world_file`` in a parameter YAML, or its default when the file leaves it out
+    (the launch files use this too). ParamsFileError (a ValueError naming the file) when the file cannot
+    be read as parameters."""
     from planner_pkg.nodes.params import read_params_file
+    from planner_pkg.nodes.sim_bridge import DEFAULT_WORLD
 
     world = _sim_bridge_value(read_params_file(params_file), "world_file")
-    return str(world) if world else None
+    return str(world or DEFAULT_WORLD)
 
 
 def _float_list(values) -> str:

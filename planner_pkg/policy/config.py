@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple, Union
 
 from planner_pkg.config_schema import Config, ConfigError, Schema, setting
+from planner_pkg.sim.mission_judge import GOAL_TOLERANCE_M
 
 __all__ = [
     "DynamicsConfig",
@@ -252,7 +253,7 @@ class EnvConfig(Config, schema=_SCHEMA, prefix="env."):
     vehicle_radius_m: float = _non_negative(0.19)
     approach_gain_per_s: float = _positive(1.0)
     approach_decel_mps2: float = _non_negative(0.0)
-    goal_tolerance_m: float = _positive(0.5)
+    goal_tolerance_m: float = _positive(GOAL_TOLERANCE_M)  # as a mission's
 
     @property
     def world_kinds(self) -> Tuple[str, ...]:
