@@ -41,6 +41,7 @@ import dataclasses
 import enum
 import functools
 import math
+import numbers
 import re
 import typing
 from dataclasses import dataclass
@@ -151,6 +152,11 @@ def _unknown_keys(keys: Sequence[str], known: Sequence[str], section: str) -> st
     return f"unknown key(s) {list(keys)}; known in {section or 'the top level'}: {list(known)}"
 
 
+def _is_bool(value) -> bool:
+    """``bool`` or NumPy's ``bool_`` (without importing NumPy)."""
+    return isinstance(value, bool) or type(value).__name__ == "bool_"
+
+
 def _is_tuple_hint(tp) -> bool:
     return tp is tuple or typing.get_origin(tp) is tuple
 
@@ -165,17 +171,19 @@ class Schema:
     words: bounds read ``must be a positive finite number`` / ``a finite number >= 0`` /
         ``an int >= 1``, for a wrong type too (the wording of :data:`PLAIN`).
     unknown: ``(unknown dotted keys, known names, section) -> message``.
+    key_format: how the dotted key is written (``"parameter '{}'"``).
     """
 
     sep: str = ": "
     finite_and: bool = False
     words: bool = False
     unknown: Callable[[Sequence[str], Sequence[str], str], str] = _unknown_keys
+    key_format: str = "{}"
 
     # ------------------------------------------------------------------------------------------
     # checks (each returns the value it accepts)
     def error(self, key: str, problem: str) -> ConfigError:
-        return ConfigError(f"{key}{self.sep}{problem}")
+        return ConfigError(f"{self.key_format.format(key)}{self.sep}{problem}")
 
     def _number_need(self, low, high, low_open: bool, finite: bool, high_open: bool = False) -> str:
         bounds = _bounds_text(low, high, low_open, high_open)
@@ -191,7 +199,7 @@ class Schema:
                high_open: bool = False) -> float:
         """A finite int or float (not bool) within ``range``."""
         low, high = range
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if _is_bool(value) or not isinstance(value, numbers.Real):
             need = self._number_need(low, high, low_open, True, high_open) if self.words else "a number"
             raise self.error(key, f"must be {need}, got {value!r}")
         finite = math.isfinite(value)
@@ -206,12 +214,12 @@ class Schema:
         if low_open:
             low = math.floor(low) + 1
         bounds = _bounds_text(low, high, False)
-        if isinstance(value, bool) or not isinstance(value, int):
+        if _is_bool(value) or not isinstance(value, numbers.Integral):
             need = ("an int" + (f" {bounds}" if bounds else "")) if self.words else "an integer"
             raise self.error(key, f"must be {need}, got {value!r}")
         if not low <= value <= high:
             raise self.error(key, f"must be {'an int ' if self.words else ''}{bounds}, got {value!r}")
-        return value
+        return int(value)
 
     def choice(self, key: str, value, choices: Sequence[Any]):
         if value not in tuple(choices):
@@ -241,12 +249,13 @@ class Schema:
         rng = meta.get("range") or (-_INF, _INF)
         low_open, high_open = bool(meta.get("low_open")), bool(meta.get("high_open"))
         if hint is bool:
-            if not isinstance(value, bool):
+            if not _is_bool(value):
                 raise self.error(key, f"must be true or false, got {value!r}")
+            value = bool(value)
         elif hint is int:
             value = self.integer(key, value, rng, low_open)
         elif hint is float:
-            if isinstance(value, int) and not isinstance(value, bool):
+            if isinstance(value, numbers.Real) and not _is_bool(value) and type(value) is not float:
                 try:
                     value = float(value)
                 except OverflowError:
