@@ -23,7 +23,7 @@ import planner_pkg
 from planner_pkg.config_schema import Config, ConfigError, config_classes, unwrap_optional
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG_NAME = re.compile(r"(Config|Params|Options|Weights|Gains|Envelope)$")
+CONFIG_NAME = re.compile(r"(Config|Params|Options|Weights|Gains|Envelope|Intrinsics)$")
 
 
 def _import_everything():
@@ -76,9 +76,16 @@ def test_no_hand_written_from_dict_in_the_package():
     assert offenders == ["planner_pkg/config_schema.py"]
 
 
+def _example(cls):
+    """The default instance (a value type without defaults: a typical one)."""
+    if cls.__name__ == "CameraIntrinsics":
+        return cls.from_fov(64, 48, math.radians(90.0), 0.2, 10.0)
+    return cls()
+
+
 @pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
 def test_plain_view_round_trips(cls):
-    default = cls()
+    default = _example(cls)
     data = default.to_dict()
     assert json.loads(json.dumps(data)) == data  # plain: YAML / JSON as it is
     assert cls.from_dict(data) == default
