@@ -25,8 +25,8 @@ Field metadata (what :func:`setting` writes):
 ``read_only``: a ROS parameter that cannot change at run time.
 
 Floats must be finite wherever a field is validated. Cross-field rules go in the class's
-``_check`` method (run after the fields' checks), written with :meth:`Config._key` and the
-checks below (:meth:`Schema.number`, :meth:`Schema.integer`, :meth:`Schema.choice`,
+``_check`` method (run after the fields' checks), written with :meth:`Config._error` /
+:meth:`Config._key` and the checks below (:meth:`Schema.number`, :meth:`Schema.integer`, :meth:`Schema.choice`,
 :meth:`Schema.vector`).
 
 A :class:`Schema` only decides how errors are worded (each configuration keeps the wording its
@@ -47,8 +47,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
-__all__ = ["ConfigError", "Schema", "Config", "setting", "positive", "non_negative", "unwrap_optional", "nest_dotted", "field_descriptions",
-           "PLAIN", "config_classes", "bounds_text"]
+__all__ = ["ConfigError", "Schema", "Config", "PLAIN", "setting", "positive", "non_negative", "unwrap_optional",
+           "nest_dotted", "field_descriptions", "config_classes", "bounds_text"]
 
 _INF = math.inf
 
@@ -203,7 +203,9 @@ class Schema:
             need = self._number_need(low, high, low_open, True, high_open) if self.words else "a number"
             raise self.error(key, f"must be {need}, got {value!r}")
         finite = math.isfinite(value)
-        if not (finite and (value > low if low_open else value >= low) and (value < high if high_open else value <= high)):
+        above = value > low if low_open else value >= low
+        below = value < high if high_open else value <= high
+        if not (finite and above and below):
             need = self._number_need(low, high, low_open, finite, high_open)
             raise self.error(key, f"must be {need}, got {value!r}")
         return value

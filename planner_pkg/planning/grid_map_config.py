@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Tuple
 
-from planner_pkg.config_schema import Config, ConfigError, non_negative, positive, setting
+from planner_pkg.config_schema import Config, non_negative, positive, setting
 
 __all__ = ["UnknownPolicy", "GridMapConfig", "logit", "MAX_VOXELS", "BYTES_PER_VOXEL"]
 
@@ -87,13 +87,13 @@ class GridMapConfig(Config):
         voxels = dims[0] * dims[1] * dims[2]
         if voxels > MAX_VOXELS:
             need = voxels * BYTES_PER_VOXEL
-            raise ConfigError(
-                f"{self._key('')[:-1]}: resolution_m {self.resolution_m:g} over size_m {list(self.size_m)} is "
+            raise self._error(
+                "resolution_m", f"{self.resolution_m:g} over size_m {list(self.size_m)} is "
                 f"{dims[0]} x {dims[1]} x {dims[2]} = {voxels:.3g} voxels ({_bytes(need)}), above the memory cap of "
                 f"{MAX_VOXELS} voxels ({_bytes(MAX_VOXELS * BYTES_PER_VOXEL)}); use a coarser resolution_m or a "
                 f"smaller size_m")
         if not self.prob_miss < 0.5 < self.prob_hit:
-            raise self._error("prob_miss", f"< 0.5 < prob_hit needed, got {self.prob_miss}, {self.prob_hit}")
+            raise self._error("prob_miss", f"must satisfy prob_miss < 0.5 < prob_hit, got {self.prob_miss}, {self.prob_hit}")
         if not self.prob_min < self.prob_occupied <= self.prob_max:
             raise self._error("prob_occupied", "needs prob_min < prob_occupied <= prob_max, got "
                               f"{self.prob_min}, {self.prob_occupied}, {self.prob_max}")

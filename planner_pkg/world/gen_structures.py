@@ -12,8 +12,8 @@ import numpy as np
 
 from planner_pkg.config_schema import Config, non_negative, positive
 
-from .gen_common import (WORLD_SCHEMA, at_least, check_inside, check_obstacle_count, enclosing_bounds, extent, set_field,
-                         to_mm)
+from .gen_common import (WORLD_SCHEMA, at_least, check_inside, check_obstacle_count, enclosing_bounds, extent,
+                         set_field, to_mm)
 from .primitives import Box
 from .world import World
 
