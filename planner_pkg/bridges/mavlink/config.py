@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Tuple
 
-from planner_pkg.config_schema import Config, Schema
+from planner_pkg.config_schema import Config, Schema, setting
 
 from .connection import parse_url
 
@@ -35,14 +35,16 @@ class GeofenceConfig(Config, schema=_SCHEMA, prefix="failsafe.geofence."):
     ``box_max_m``) or ``cylinder`` (``center_m`` (x, y), ``radius_m``, ``z_min_m`` .. ``z_max_m``).
     ``margin_m``: within this distance of the boundary, velocity/acceleration pointing out is cut."""
 
-    kind: str = "none"
-    box_min_m: Tuple[float, float, float] = (-50.0, -50.0, 0.0)
-    box_max_m: Tuple[float, float, float] = (50.0, 50.0, 20.0)
-    center_m: Tuple[float, float] = (0.0, 0.0)
-    radius_m: float = 50.0
-    z_min_m: float = 0.0
-    z_max_m: float = 20.0
-    margin_m: float = 0.5
+    kind: str = setting("none", description="none, box or cylinder")
+    box_min_m: Tuple[float, float, float] = setting((-50.0, -50.0, 0.0), description=(
+        "box fence: lowest corner (x, y, z), m, map frame"))
+    box_max_m: Tuple[float, float, float] = setting((50.0, 50.0, 20.0), description=(
+        "box fence: highest corner (x, y, z), m, map frame"))
+    center_m: Tuple[float, float] = setting((0.0, 0.0), description="cylinder fence: axis (x, y), m, map frame")
+    radius_m: float = setting(50.0, description="cylinder fence: radius, m")
+    z_min_m: float = setting(0.0, description="cylinder fence: floor, m")
+    z_max_m: float = setting(20.0, description="cylinder fence: ceiling, m")
+    margin_m: float = setting(0.5, description="within this distance of the fence, motion pointing out is cut, m")
 
     def _check(self):
         p = "failsafe.geofence."
@@ -88,10 +90,14 @@ class EnvelopeConfig(Config, schema=_SCHEMA, prefix="failsafe.envelope."):
     acceleration setpoint, m/s^2. max_yaw_rate_radps: |yaw rate|, rad/s.
     """
 
-    max_position_m: float = 10_000.0
-    max_speed_mps: float = 50.0
-    max_acceleration_mps2: float = 50.0
-    max_yaw_rate_radps: float = 20.0
+    max_position_m: float = setting(10_000.0, description=(
+        "a position setpoint farther than this from the FCU's origin is refused, m"))
+    max_speed_mps: float = setting(50.0, description=(
+        "a velocity setpoint faster than this is refused (not clamped), m/s"))
+    max_acceleration_mps2: float = setting(50.0, description=(
+        "an acceleration setpoint above this is refused (not clamped), m/s^2"))
+    max_yaw_rate_radps: float = setting(20.0, description=(
+        "a yaw rate setpoint above this is refused (not clamped), rad/s"))
 
     def _check(self):
         for name, cap in _ENVELOPE_CAPS.items():
@@ -111,13 +117,15 @@ class FailsafeConfig(Config, schema=_SCHEMA, prefix="failsafe."):
         the geofence).
     """
 
-    stale_setpoint_s: float = 0.5
-    land_after_hold_s: float = 5.0
-    state_max_age_s: float = 0.5
-    max_horizontal_speed_mps: float = 5.0
-    max_vertical_speed_mps: float = 2.0
-    max_acceleration_mps2: float = 5.0
-    max_yaw_rate_radps: float = 3.0
+    stale_setpoint_s: float = setting(0.5, description=(
+        "no setpoint for this long while the FCU follows us -> hold position, s"))
+    land_after_hold_s: float = setting(5.0, description="holding for this long -> land, s")
+    state_max_age_s: float = setting(0.5, description="OFFBOARD/GUIDED needs a state estimate younger than this, s")
+    max_horizontal_speed_mps: float = setting(5.0, description=(
+        "clamp on the horizontal velocity of every setpoint, m/s"))
+    max_vertical_speed_mps: float = setting(2.0, description="clamp on the vertical velocity of every setpoint, m/s")
+    max_acceleration_mps2: float = setting(5.0, description="clamp on the acceleration of every setpoint, m/s^2")
+    max_yaw_rate_radps: float = setting(3.0, description="clamp on the yaw rate of every setpoint, rad/s")
     geofence: GeofenceConfig = field(default_factory=GeofenceConfig)
     envelope: EnvelopeConfig = field(default_factory=EnvelopeConfig)
 
@@ -166,28 +174,35 @@ class BridgeConfig(Config, schema=_SCHEMA, prefix="", refuse=_FORBIDDEN):
     m, a HOME_POSITION must lie in to be believed (PX4 takes off to home + height).
     """
 
-    fcu_url: str = "udpin:0.0.0.0:14540"
-    autopilot: str = "auto"
-    system_id: int = 1
-    component_id: int = 191
-    fcu_system_id: int = 0
-    fcu_component_id: int = 1
-    heartbeat_rate_hz: float = 1.0
-    setpoint_rate_hz: float = 20.0
-    max_setpoint_rate_hz: float = 100.0
-    telemetry_rate_hz: float = 30.0
-    request_odometry: bool = False
-    timesync_rate_hz: float = 1.0
-    link_timeout_s: float = 1.5
-    connect_timeout_s: float = 10.0
-    reconnect_backoff_s: float = 0.5
-    command_timeout_s: float = 1.0
-    command_retries: int = 2
-    confirm_timeout_s: float = 2.0
-    offboard_prime_s: float = 0.5
-    signing_key_path: str = ""
-    signing_link_id: int = 0
-    home_altitude_range_m: Tuple[float, float] = (-500.0, 9000.0)
+    fcu_url: str = setting("udpin:0.0.0.0:14540", description=(
+        "FCU link: udpin:HOST:PORT (listen), udpout:HOST:PORT, tcp:HOST:PORT, or /dev/DEVICE:BAUD"))
+    autopilot: str = setting("auto", description=(
+        "auto (trust the HEARTBEAT), px4 or ardupilot (refuse any other autopilot)"))
+    system_id: int = setting(1, description="our MAVLink system id (a companion shares the vehicle's)")
+    component_id: int = setting(191, description="our MAVLink component id (191 = onboard computer)")
+    fcu_system_id: int = setting(0, description="the FCU's system id; 0 = the first autopilot heard")
+    fcu_component_id: int = setting(1, description="the FCU's component id (1 = autopilot)")
+    heartbeat_rate_hz: float = setting(1.0, description="rate of our HEARTBEAT, Hz")
+    setpoint_rate_hz: float = setting(20.0, description="keep-alive rate of the setpoint stream, Hz (20..250)")
+    max_setpoint_rate_hz: float = setting(100.0, description="most setpoints per second put on the wire, Hz")
+    telemetry_rate_hz: float = setting(30.0, description=(
+        "position/attitude rate asked of the FCU, Hz (0 = the FCU's defaults)"))
+    request_odometry: bool = setting(False, description="also ask the FCU for ODOMETRY (carries covariances)")
+    timesync_rate_hz: float = setting(1.0, description="TIMESYNC rate, Hz (0 = off)")
+    link_timeout_s: float = setting(1.5, description="FCU silence after which the link counts as lost, s")
+    connect_timeout_s: float = setting(10.0, description=(
+        "log an error with hints when no FCU HEARTBEAT came for this long, s"))
+    reconnect_backoff_s: float = setting(0.5, description="pause between attempts to reopen a lost serial/TCP link, s")
+    command_timeout_s: float = setting(1.0, description="wait for a COMMAND_ACK per attempt, s")
+    command_retries: int = setting(2, description="extra attempts of an unanswered command")
+    confirm_timeout_s: float = setting(2.0, description=(
+        "after an ACK, wait for the HEARTBEAT to show the new mode/arming, s"))
+    offboard_prime_s: float = setting(0.5, description="PX4: stream setpoints this long before asking for OFFBOARD, s")
+    signing_key_path: str = setting("", description=(
+        "file (mode 600) with the MAVLink 2 signing key; empty = unsigned link"))
+    signing_link_id: int = setting(0, description="MAVLink 2 signing link id")
+    home_altitude_range_m: Tuple[float, float] = setting((-500.0, 9000.0), description=(
+        "(low, high) AMSL altitude, m, a HOME_POSITION must lie in to be believed"))
     failsafe: FailsafeConfig = field(default_factory=FailsafeConfig)
 
     def _check(self):
