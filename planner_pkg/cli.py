@@ -39,6 +39,7 @@ from planner_pkg.cli_args import point as parse_point
 from planner_pkg.cli_args import seed as _seed
 from planner_pkg.cli_args import speed as _speed
 from planner_pkg.cli_args import writable_path as _writable
+from planner_pkg.sim.mission_judge import GOAL_TOLERANCE_M, MISSION_TIMEOUT_S
 
 
 # ---------------------------------------------------------------------------------------------
@@ -64,15 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="flight log to write (t,x,y,z,vx,vy,vz)")
     fly.add_argument("--summary", required=True, type=_output_file, metavar="JSON", help="episode summary to write")
     fly.add_argument("--plot", type=_output_file, metavar="PNG", help="also draw the flight (needs matplotlib)")
-    fly.add_argument("--timeout", type=_duration_s, default=60.0, metavar="S", help="sim time limit, s (60)")
+    fly.add_argument("--timeout", type=_duration_s, default=MISSION_TIMEOUT_S, metavar="S",
+                     help=f"sim time limit, s ({MISSION_TIMEOUT_S:g})")
     fly.add_argument(
         "--vehicle",
         choices=("quadrotor", "point_mass"),
         default="quadrotor",
         help="rigid-body quadrotor (default) or the fast point-mass model",
     )
-    fly.add_argument("--goal-tolerance", type=_goal_tolerance_m, default=0.5, metavar="M",
-                     help="goal radius, m (0.5)")
+    fly.add_argument("--goal-tolerance", type=_goal_tolerance_m, default=GOAL_TOLERANCE_M, metavar="M",
+                     help=f"goal radius, m ({GOAL_TOLERANCE_M:g})")
     from planner_pkg.viz.launch import add_viz_arguments
 
     add_viz_arguments(fly, wait=True)  # --viz [--viz-port P] [--viz-host A] [--viz-wait S]
@@ -119,10 +121,10 @@ def _add_plot_parser(sub) -> None:
                    help="also write the run's summary (fly's summary.json keys)")
     p.add_argument("--log", type=_output_file, metavar="CSV", help="also write the flight log t,x,y,z,vx,vy,vz")
     p.add_argument("--goal", type=parse_point, metavar="X,Y,Z", help="goal, if the recording has no goal_pose")
-    p.add_argument("--goal-tolerance", type=_goal_tolerance_m, default=0.5, metavar="M",
-                   help="goal radius, m (0.5)")
-    p.add_argument("--timeout", type=_duration_s, default=60.0, metavar="S",
-                   help="mission limit after the goal, sim s (60, as bringup)")
+    p.add_argument("--goal-tolerance", type=_goal_tolerance_m, default=GOAL_TOLERANCE_M, metavar="M",
+                   help=f"goal radius, m ({GOAL_TOLERANCE_M:g})")
+    p.add_argument("--timeout", type=_duration_s, default=MISSION_TIMEOUT_S, metavar="S",
+                   help=f"mission limit after the goal, sim s ({MISSION_TIMEOUT_S:g}, as bringup)")
     p.add_argument("--title", help="plot title (default: the recording's name)")
     p.set_defaults(handler=_cmd_plot)
 

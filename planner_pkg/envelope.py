@@ -14,14 +14,16 @@ Plain Python (no NumPy arrays kept, no rclpy): the command line uses it too.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Sequence
+
+from planner_pkg.config_schema import Config, positive
 
 __all__ = ["FlightEnvelope", "DEFAULT_ENVELOPE"]
 
 
 @dataclass(frozen=True)
-class FlightEnvelope:
+class FlightEnvelope(Config):
     """Magnitude bounds (all finite, > 0).
 
     max_position_m: largest |x|, |y| or |z| of a position in the map frame, m (100 km).
@@ -31,17 +33,11 @@ class FlightEnvelope:
     max_trajectory_duration_s: largest ``time_from_start`` of a trajectory sample, s.
     """
 
-    max_position_m: float = 1.0e5
-    max_speed_mps: float = 100.0
-    max_accel_mps2: float = 100.0
-    max_angular_rate_rad_s: float = 50.0
-    max_trajectory_duration_s: float = 3600.0
-
-    def __post_init__(self):
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
-                raise ValueError(f"FlightEnvelope.{f.name} must be a positive finite number, got {v!r}")
+    max_position_m: float = positive(1.0e5)
+    max_speed_mps: float = positive(100.0)
+    max_accel_mps2: float = positive(100.0)
+    max_angular_rate_rad_s: float = positive(50.0)
+    max_trajectory_duration_s: float = positive(3600.0)
 
     # -- checks: each raises ValueError naming ``what`` and the bound (non-finite values skipped) --
     def check_position(self, what: str, xyz: Sequence[float]) -> None:

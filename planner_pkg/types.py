@@ -17,6 +17,8 @@ from typing import Optional, Protocol, runtime_checkable
 
 import numpy as np
 
+from planner_pkg.config_schema import Config, non_negative, positive, setting
+
 __all__ = [
     "VehicleState",
     "Setpoint",
@@ -284,7 +286,7 @@ class Setpoint:
 # Sensors
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class CameraIntrinsics:
+class CameraIntrinsics(Config):
     """Pinhole intrinsics of a depth camera (OpenCV / ROS ``CameraInfo`` convention).
 
     Pixel ``(u, v)`` (column, row; integer = pixel centre) looks along the optical-frame ray
@@ -297,24 +299,18 @@ class CameraIntrinsics:
         min_range_m, max_range_m: valid z-depth interval, m.
     """
 
-    width: int
-    height: int
-    fx: float
-    fy: float
-    cx: float
-    cy: float
-    min_range_m: float
-    max_range_m: float
+    width: int = setting(range=(1, math.inf))
+    height: int = setting(range=(1, math.inf))
+    fx: float = positive()
+    fy: float = positive()
+    cx: float = setting()
+    cy: float = setting()
+    min_range_m: float = non_negative()
+    max_range_m: float = positive()
 
-    def __post_init__(self):
-        if self.width < 1 or self.height < 1:
-            raise ValueError(f"camera size must be positive, got {self.width}x{self.height}")
-        if not (self.fx > 0 and self.fy > 0):
-            raise ValueError(f"focal lengths must be positive, got fx={self.fx}, fy={self.fy}")
-        if not (0 <= self.min_range_m < self.max_range_m):
-            raise ValueError(
-                f"need 0 <= min_range_m < max_range_m, got {self.min_range_m}, {self.max_range_m}"
-            )
+    def _check(self):
+        if not self.min_range_m < self.max_range_m:
+            raise self._error("min_range_m", f"({self.min_range_m}) must be below max_range_m ({self.max_range_m})")
 
     @classmethod
     def from_fov(cls, width: int, height: int, hfov_rad: float, min_range_m: float, max_range_m: float):

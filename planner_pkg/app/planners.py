@@ -9,9 +9,10 @@ registry sits above it, in the composition layer (docs/architecture.md).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
+
+from planner_pkg.config_schema import Config, positive
 
 PLANNER_NAMES = ("direct", "ego", "policy")
 
@@ -21,7 +22,7 @@ class PlannerNotAvailableError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class PlannerOptions:
+class PlannerOptions(Config):
     """Options every planner may honour.
 
     max_vel_mps: overrides the planner's speed limit (the policy's commanded speed); None =
@@ -30,13 +31,9 @@ class PlannerOptions:
     seed: for planners with randomness, so episodes are reproducible.
     """
 
-    max_vel_mps: Optional[float] = None
+    max_vel_mps: Optional[float] = positive(None)
     model_path: Optional[str] = None
     seed: int = 0
-
-    def __post_init__(self):
-        if self.max_vel_mps is not None and not (math.isfinite(self.max_vel_mps) and self.max_vel_mps > 0):
-            raise ValueError(f"max velocity must be a positive number of m/s, got {self.max_vel_mps!r}")
 
 
 def _direct(options: PlannerOptions):

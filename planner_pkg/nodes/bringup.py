@@ -132,12 +132,14 @@ def ros_environment(env: Optional[dict] = None) -> dict:
 
 
 def world_from_params(params_file) -> Optional[str]:
-    """The sim_bridge's ``world_file`` in a parameter YAML, or None (the launch files use this too).
-    ParamsFileError (a ValueError naming the file) when the file cannot be read as parameters."""
+    """The sim_bridge's ``world_file`` in a parameter YAML, or its default when the file leaves it out
+    (the launch files use this too). ParamsFileError (a ValueError naming the file) when the file cannot
+    be read as parameters."""
     from planner_pkg.nodes.params import read_params_file
+    from planner_pkg.nodes.sim_bridge import DEFAULT_WORLD
 
     world = _sim_bridge_value(read_params_file(params_file), "world_file")
-    return str(world) if world else None
+    return str(world or DEFAULT_WORLD)
 
 
 def _float_list(values) -> str:
@@ -379,8 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=types.duration_s, help="stop after this many wall seconds")
     mission = p.add_argument_group("mission (fly a goal over DDS and write the fly command's files)")
     mission.add_argument("--goal", type=types.point, metavar="X,Y,Z", help="publish this goal and wait for the outcome")
-    mission.add_argument("--timeout", type=types.duration_s, default=60.0, help="mission limit in sim seconds (60)")
-    mission.add_argument("--goal-tolerance", type=types.goal_tolerance_m, default=0.5, help="goal radius, m (0.5)")
+    from planner_pkg.sim.mission_judge import GOAL_TOLERANCE_M, MISSION_TIMEOUT_S
+
+    mission.add_argument("--timeout", type=types.duration_s, default=MISSION_TIMEOUT_S,
+                         help=f"mission limit in sim seconds ({MISSION_TIMEOUT_S:g})")
+    mission.add_argument("--goal-tolerance", type=types.goal_tolerance_m, default=GOAL_TOLERANCE_M,
+                         help=f"goal radius, m ({GOAL_TOLERANCE_M:g})")
     mission.add_argument("--log", type=types.output_file, metavar="CSV",
                          help="flight log t,x,y,z,vx,vy,vz from odom, from the goal to the end of the mission")
     mission.add_argument("--summary", type=types.output_file, metavar="JSON", help="mission summary")

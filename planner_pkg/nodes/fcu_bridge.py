@@ -48,6 +48,7 @@ from rclpy.task import Future
 from std_srvs.srv import Trigger
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from planner_pkg.config_schema import Config
 from planner_pkg.bridges.mavlink import BridgeConfig, CommandError, FailsafeReason, FcuBridge, LinkState
 from planner_pkg.bridges.mavlink.telemetry import StateEstimate
 from planner_pkg.nodes import common as c
@@ -57,54 +58,9 @@ from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 NODE_NAME = "fcu_bridge"
 SERVICES = ("arm", "disarm", "takeoff", "land", "return_to_launch", "offboard")
 
-#: Descriptions of the link's parameters (BridgeConfig's docstring packs several per line).
-BRIDGE_PARAMETER_DOCS = {
-    "fcu_url": "FCU link: udpin:HOST:PORT (listen), udpout:HOST:PORT, tcp:HOST:PORT, or /dev/DEVICE:BAUD",
-    "autopilot": "auto (trust the HEARTBEAT), px4 or ardupilot (refuse any other autopilot)",
-    "system_id": "our MAVLink system id (a companion shares the vehicle's)",
-    "component_id": "our MAVLink component id (191 = onboard computer)",
-    "fcu_system_id": "the FCU's system id; 0 = the first autopilot heard",
-    "fcu_component_id": "the FCU's component id (1 = autopilot)",
-    "heartbeat_rate_hz": "rate of our HEARTBEAT, Hz",
-    "setpoint_rate_hz": "keep-alive rate of the setpoint stream, Hz (20..250)",
-    "max_setpoint_rate_hz": "most setpoints per second put on the wire, Hz",
-    "telemetry_rate_hz": "position/attitude rate asked of the FCU, Hz (0 = the FCU's defaults)",
-    "request_odometry": "also ask the FCU for ODOMETRY (carries covariances)",
-    "timesync_rate_hz": "TIMESYNC rate, Hz (0 = off)",
-    "link_timeout_s": "FCU silence after which the link counts as lost, s",
-    "connect_timeout_s": "log an error with hints when no FCU HEARTBEAT came for this long, s",
-    "reconnect_backoff_s": "pause between attempts to reopen a lost serial/TCP link, s",
-    "command_timeout_s": "wait for a COMMAND_ACK per attempt, s",
-    "command_retries": "extra attempts of an unanswered command",
-    "confirm_timeout_s": "after an ACK, wait for the HEARTBEAT to show the new mode/arming, s",
-    "offboard_prime_s": "PX4: stream setpoints this long before asking for OFFBOARD, s",
-    "signing_key_path": "file (mode 600) with the MAVLink 2 signing key; empty = unsigned link",
-    "signing_link_id": "MAVLink 2 signing link id",
-    "home_altitude_range_m": "(low, high) AMSL altitude, m, a HOME_POSITION must lie in to be believed",
-    "failsafe.stale_setpoint_s": "no setpoint for this long while the FCU follows us -> hold position, s",
-    "failsafe.land_after_hold_s": "holding for this long -> land, s",
-    "failsafe.state_max_age_s": "OFFBOARD/GUIDED needs a state estimate younger than this, s",
-    "failsafe.max_horizontal_speed_mps": "clamp on the horizontal velocity of every setpoint, m/s",
-    "failsafe.max_vertical_speed_mps": "clamp on the vertical velocity of every setpoint, m/s",
-    "failsafe.max_acceleration_mps2": "clamp on the acceleration of every setpoint, m/s^2",
-    "failsafe.max_yaw_rate_radps": "clamp on the yaw rate of every setpoint, rad/s",
-    "failsafe.envelope.max_position_m": "a position setpoint farther than this from the FCU's origin is refused, m",
-    "failsafe.envelope.max_speed_mps": "a velocity setpoint faster than this is refused (not clamped), m/s",
-    "failsafe.envelope.max_acceleration_mps2": "an acceleration setpoint above this is refused (not clamped), m/s^2",
-    "failsafe.envelope.max_yaw_rate_radps": "a yaw rate setpoint above this is refused (not clamped), rad/s",
-    "failsafe.geofence.kind": "none, box or cylinder",
-    "failsafe.geofence.box_min_m": "box fence: lowest corner (x, y, z), m, map frame",
-    "failsafe.geofence.box_max_m": "box fence: highest corner (x, y, z), m, map frame",
-    "failsafe.geofence.center_m": "cylinder fence: axis (x, y), m, map frame",
-    "failsafe.geofence.radius_m": "cylinder fence: radius, m",
-    "failsafe.geofence.z_min_m": "cylinder fence: floor, m",
-    "failsafe.geofence.z_max_m": "cylinder fence: ceiling, m",
-    "failsafe.geofence.margin_m": "within this distance of the fence, motion pointing out is cut, m",
-}
-
 
 @dataclass(frozen=True)
-class FcuBridgeNodeConfig:
+class FcuBridgeNodeConfig(Config, prefix=""):
     """Parameters of the ``fcu_bridge`` node itself (the link's are BridgeConfig's)."""
 
     map_frame: str = field(default=conv.MAP_FRAME, metadata={"read_only": True, "description":
@@ -117,10 +73,10 @@ class FcuBridgeNodeConfig:
                                     "height above home the takeoff service climbs to, m"})
     status_rate_hz: float = field(default=2.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
 
-    def __post_init__(self):
+    def _check(self):
         if not self.map_frame or not self.base_frame or self.map_frame == self.base_frame:
-            raise ValueError(f"map_frame {self.map_frame!r} and base_frame {self.base_frame!r} must be two "
-                             f"different, non-empty frame ids")
+            raise self._error("map_frame", f"{self.map_frame!r} and base_frame {self.base_frame!r} must be two "
+                              f"different, non-empty frame ids")
 
 
 def estimate_to_odometry(est: StateEstimate, stamp_s: float, frame_id: str, child_frame_id: str) -> Odometry:
@@ -217,8 +173,7 @@ class FcuBridgeNode(Node):
         """Describe the link's parameters and make them read-only (see the module doc)."""
         for name in self.link_params.names:
             descriptor = copy.deepcopy(self.describe_parameter(name))  # the node's own object: do not edit it
-            text = BRIDGE_PARAMETER_DOCS.get(name) or descriptor.description
-            descriptor.description = text + " (fixed while the node runs: edit the YAML and restart)"
+            descriptor.description += " (fixed while the node runs: edit the YAML and restart)"
             descriptor.read_only = True
             self.set_descriptor(name, descriptor)
 

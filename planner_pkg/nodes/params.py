@@ -1,30 +1,32 @@
-"""ROS parameters as a view of a component's config dataclass (one source of defaults).
+"""ROS parameters as a view of a component's config dataclass (one source of defaults and checks).
 
-:func:`param_specs` walks a frozen dataclass (nested dataclasses become dotted names:
-``ego.map.resolution_m``) and gives one :class:`ParamSpec` per field it can express as a ROS
-parameter: ``float`` -> double, ``int`` -> integer, ``bool``, ``str``, ``enum.Enum`` -> string
-(the member values), ``Optional[float]`` -> double with NaN meaning None, and tuples of numbers or
-strings -> arrays. A field's ``metadata`` may carry ``description``, ``range`` ``(lo, hi)`` and
-``choices``; otherwise the description comes from the class docstring's ``name: text`` line.
+:func:`param_specs` walks a :class:`~planner_pkg.config_schema.Config` (nested sections become
+dotted names: ``ego.map.resolution_m``) and gives one :class:`ParamSpec` per field it can express
+as a ROS parameter: ``float`` -> double, ``int`` -> integer, ``bool``, ``str``, ``enum.Enum`` ->
+string (the member values), ``Optional[float]`` -> double with NaN meaning None, and tuples of
+numbers or strings -> arrays. Description, range and choices are the field's own metadata
+(:mod:`planner_pkg.config_schema`); a section's ``derived`` sub-fields (set by the parent) are
+not parameters.
 
 :class:`ConfigParameters` declares them on a node with a ``ParameterDescriptor`` each (range and
 choices included), builds the config from the declared values (YAML overrides), and validates
-every runtime change by building the candidate config: the dataclass's own ``__post_init__`` is
-the validator, so a bad value is refused with its message in ``SetParametersResult.reason``. At
-startup a bad value raises :class:`ParameterConfigError` naming the parameter, and the node's
-``main`` exits with code 2 (the bringup does not restart a node for that).
+every runtime change by building the candidate config with ``Config.with_overrides``: the
+config's own checks are the only validator, so a bad value is refused with its message (naming
+the parameter) in ``SetParametersResult.reason``. At startup a bad value raises
+:class:`ParameterConfigError` naming the parameter, and the node's ``main`` exits with code 2
+(the bringup does not restart a node for that).
 """
 from __future__ import annotations
 
 import dataclasses
 import enum
 import math
-import re
+import sys
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from planner_pkg.config_schema import unwrap_optional
+from planner_pkg.config_schema import Config, bounds_text, field_descriptions, unwrap_optional
 
 __all__ = ["ParamSpec", "ParameterConfigError", "param_specs", "build_config", "ConfigParameters",
            "config_from_mapping", "flatten_yaml_block"]
@@ -41,7 +43,8 @@ class ParamSpec:
     name: ROS name (dotted for nested configs); path: field names from the root config;
     kind: double | integer | bool | string | double_array | integer_array | string_array;
     default: the ROS value of the dataclass default; optional: NaN / "" stands for None;
-    enum_type: the Enum class for enum fields; range / choices: what the descriptor advertises.
+    range / choices / bounds: what the descriptor advertises (from the field's metadata);
+    prefix: the ROS name of the root config (``"ego."``).
     """
 
     name: str
@@ -52,33 +55,9 @@ class ParamSpec:
     range: Optional[Tuple[float, float]] = None
     choices: Optional[Tuple[str, ...]] = None
     optional: bool = False
-    enum_type: Optional[type] = None
     read_only: bool = False
-
-
-_DOC_LINE = re.compile(r"^\s*([A-Za-z_][\w, ]*?)\s*:\s*(.+)$")
-
-
-def _doc_descriptions(cls) -> Dict[str, str]:
-    """``{field: text}`` from ``name: text`` / ``a, b: text`` lines of a class docstring."""
-    out: Dict[str, str] = {}
-    doc = cls.__doc__ or ""
-    last: List[str] = []
-    for line in doc.splitlines():
-        m = _DOC_LINE.match(line)
-        if m:
-            names = [n.strip() for n in m.group(1).split(",")]
-            if all(n.isidentifier() for n in names):
-                for n in names:
-                    out[n] = m.group(2).strip()
-                last = names
-                continue
-        if last and line.startswith("        ") and line.strip():
-            for n in last:
-                out[n] += " " + line.strip()
-            continue
-        last = []
-    return out
+    bounds: str = ""
+    prefix: str = ""
 
 
 def _kind_of(tp, default) -> Optional[str]:
@@ -126,89 +105,75 @@ def _to_ros(spec_kind: str, value, optional: bool):
     return value
 
 
-def param_specs(config_cls, default=None, prefix: str = "", _path: Tuple[str, ...] = ()) -> List[ParamSpec]:
+def param_specs(config_cls, default=None, prefix: str = "", _path: Tuple[str, ...] = (),
+                _skip: Sequence[str] = ()) -> List[ParamSpec]:
     """Parameter specs for every expressible field of ``config_cls`` (defaults from ``default``)."""
     default = config_cls() if default is None else default
     hints = typing.get_type_hints(config_cls)
-    docs = _doc_descriptions(config_cls)
+    docs = field_descriptions(config_cls)
+    root = prefix[: len(prefix) - len(".".join(_path)) - (1 if _path else 0)]
     specs: List[ParamSpec] = []
     for f in dataclasses.fields(config_cls):
-        if f.name.startswith("_") or not f.init:
+        if f.name.startswith("_") or not f.init or f.name in _skip:
             continue
         value = getattr(default, f.name)
         tp, optional = unwrap_optional(hints.get(f.name, type(value)))
         name = f"{prefix}{f.name}"
+        meta = f.metadata or {}
         if dataclasses.is_dataclass(tp) or (dataclasses.is_dataclass(value) and not isinstance(value, type)):
             sub_cls = type(value) if value is not None else tp
-            specs.extend(param_specs(sub_cls, value, name + ".", _path + (f.name,)))
+            specs.extend(param_specs(sub_cls, value, name + ".", _path + (f.name,), tuple(meta.get("derived") or ())))
             continue
         kind = _kind_of(tp, value)
         if kind is None or (optional and kind not in ("double", "string")):
             continue  # not expressible as a ROS parameter: keeps its dataclass default
-        meta = f.metadata or {}
-        enum_type = tp if isinstance(tp, type) and issubclass(tp, enum.Enum) else None
         choices = meta.get("choices")
-        if enum_type is not None and choices is None:
-            choices = tuple(str(m.value) for m in enum_type)
-        desc = meta.get("description") or docs.get(f.name, "")
+        if isinstance(tp, type) and issubclass(tp, enum.Enum) and choices is None:
+            choices = tuple(str(m.value) for m in tp)
+        desc = docs.get(f.name, "")
         if optional:
             desc = (desc + " " if desc else "") + ("(NaN = none)" if kind == "double" else "(empty = none)")
         specs.append(ParamSpec(
             name=name, path=_path + (f.name,), kind=kind, default=_to_ros(kind, value, optional),
-            description=desc, range=meta.get("range"), choices=tuple(choices) if choices else None,
-            optional=optional, enum_type=enum_type, read_only=bool(meta.get("read_only", False)),
+            description=desc, range=meta.get("range"), choices=tuple(str(c) for c in choices) if choices else None,
+            optional=optional, read_only=bool(meta.get("read_only", False)), bounds=bounds_text(meta),
+            prefix=root,
         ))
     return specs
 
 
 def _from_ros(spec: ParamSpec, value):
-    """ROS value -> the dataclass field value (ValueError naming the parameter)."""
+    """ROS value -> the value the config reads (NaN / "" -> None for optional fields)."""
     if spec.optional and ((spec.kind == "double" and isinstance(value, float) and math.isnan(value))
                           or (spec.kind == "string" and value == "")):
         return None
-    if spec.choices is not None and spec.kind == "string" and value not in spec.choices:
-        raise ValueError(f"parameter {spec.name!r} = {value!r} is not one of {list(spec.choices)}")
-    if spec.range is not None and spec.kind in ("double", "integer"):
-        lo, hi = spec.range
-        if not (isinstance(value, (int, float)) and lo <= value <= hi):
-            raise ValueError(f"parameter {spec.name!r} = {value!r} is outside its range [{lo}, {hi}]")
-    if spec.enum_type is not None:
-        return spec.enum_type(value)
-    if spec.kind.endswith("_array"):
-        return tuple(value)
     return value
 
 
 def build_config(config_cls, specs: Sequence[ParamSpec], values: Dict[str, Any], base=None):
     """A new config: ``base`` (default: ``config_cls()``) with the ROS ``values`` ({name: value}) applied.
 
-    Validation is the dataclasses' own; a failure raises ValueError naming the parameters involved.
+    Validation is the config's own (``Config.with_overrides``); a failure raises
+    :class:`~planner_pkg.config_schema.ConfigError` (a ValueError) naming the parameter.
     """
+    if not issubclass(config_cls, Config):
+        raise TypeError(f"{config_cls.__name__} is not a planner_pkg.config_schema.Config")
     base = config_cls() if base is None else base
     by_name = {s.name: s for s in specs}
-    tree: Dict[Tuple[str, ...], Dict[str, Any]] = {}
+    nested: Dict[str, Any] = {}
+    prefix = ""
     for name, value in values.items():
         spec = by_name.get(name)
         if spec is None:
             raise ValueError(f"unknown parameter {name!r}")
-        tree.setdefault(spec.path[:-1], {})[spec.path[-1]] = _from_ros(spec, value)
-
-    def rebuild(obj, path):
-        changes = dict(tree.get(path, {}))
-        for f in dataclasses.fields(obj):
-            sub = getattr(obj, f.name)
-            if dataclasses.is_dataclass(sub) and not isinstance(sub, type):
-                if any(p[: len(path) + 1] == path + (f.name,) for p in tree):
-                    changes[f.name] = rebuild(sub, path + (f.name,))
-        if not changes:
-            return obj
-        try:
-            return dataclasses.replace(obj, **changes)
-        except (ValueError, TypeError) as exc:
-            names = sorted(n for n, s in by_name.items() if s.path[:-1] == path and s.path[-1] in changes)
-            raise ValueError(f"{', '.join(names) or '.'.join(path)}: {exc}") from None
-
-    return rebuild(base, ())
+        prefix = spec.prefix
+        node = nested
+        for part in spec.path[:-1]:
+            node = node.setdefault(part, {})
+        node[spec.path[-1]] = _from_ros(spec, value)
+    if not nested:
+        return base
+    return base.with_overrides(nested, prefix=prefix)
 
 
 def flatten_yaml_block(block: dict, prefix: str = "") -> Dict[str, Any]:
@@ -227,6 +192,9 @@ def config_from_mapping(config_cls, mapping: dict, default=None, prefix: str = "
     specs = param_specs(config_cls, default, prefix)
     flat = {k: v for k, v in flatten_yaml_block(mapping).items() if k.startswith(prefix)}
     return build_config(config_cls, specs, flat, default)
+
+
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
 
 
 class ConfigParameters:
@@ -255,13 +223,19 @@ class ConfigParameters:
         for spec in self.specs:
             d = ParameterDescriptor(name=spec.name, type=types[spec.kind].value, description=spec.description,
                                     read_only=spec.read_only)
-            if spec.range is not None and spec.kind == "double":
-                d.floating_point_range = [FloatingPointRange(from_value=float(spec.range[0]),
-                                                             to_value=float(spec.range[1]), step=0.0)]
-            elif spec.range is not None and spec.kind == "integer":
-                d.integer_range = [IntegerRange(from_value=int(spec.range[0]), to_value=int(spec.range[1]), step=1)]
+            if spec.range is not None and not spec.optional and spec.kind in ("double", "integer"):
+                lo, hi = spec.range  # a descriptor range is closed and finite: the config's check is exact
+                if spec.kind == "double":
+                    d.floating_point_range = [FloatingPointRange(from_value=max(float(lo), -sys.float_info.max),
+                                                                 to_value=min(float(hi), sys.float_info.max),
+                                                                 step=0.0)]
+                else:
+                    d.integer_range = [IntegerRange(from_value=int(max(lo, _INT64[0])),
+                                                    to_value=int(min(hi, _INT64[1])), step=1)]
+            constraints = [f"must be {spec.bounds}"] if spec.bounds else []
             if spec.choices:
-                d.additional_constraints = "one of: " + ", ".join(spec.choices)
+                constraints.append("one of: " + ", ".join(spec.choices))
+            d.additional_constraints = "; ".join(constraints)
             try:
                 if spec.kind.endswith("_array") and not spec.default:
                     param = node.declare_parameter(spec.name, types[spec.kind], d)

@@ -44,6 +44,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
 from visualization_msgs.msg import Marker, MarkerArray
 
+from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
@@ -53,6 +54,7 @@ from planner_pkg.nodes.sampled_trajectory import (SampledTrajectory, hold_trajec
 from planner_pkg.sim.camera import DepthCamera
 from planner_pkg.sim.params import CameraParams
 from planner_pkg.app.planners import PLANNER_NAMES, PlannerNotAvailableError, PlannerOptions, make_planner
+from planner_pkg.sim.mission_judge import GOAL_TOLERANCE_M
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
 
 NODE_NAME = "planner"
@@ -60,16 +62,16 @@ MAX_PENDING_FRAMES = 30  # frames kept for the next tick; older ones are dropped
 
 
 @dataclass(frozen=True)
-class PlannerNodeConfig:
+class PlannerNodeConfig(Config, prefix=""):
     """Parameters of the ``planner`` node (the planner's own are under ``ego.*``)."""
 
     planner: str = field(default="ego", metadata={"choices": PLANNER_NAMES,
                                                   "description": "planner to run (a name of the app.planners registry)"})
-    max_vel_mps: Optional[float] = field(default=None, metadata={
+    max_vel_mps: Optional[float] = field(default=None, metadata={"range": (0.0, math.inf), "low_open": True,
         "description": "speed limit override for planners without their own parameters, m/s"})
     model_path: str = field(default="", metadata={"description": "trained model file (policy planner)"})
     seed: int = field(default=0, metadata={"range": (0, 2**31 - 1), "description": "planner seed"})
-    rate_hz: Optional[float] = field(default=None, metadata={
+    rate_hz: Optional[float] = field(default=None, metadata={"range": (0.0, 200.0), "low_open": True,
         "description": "planning rate, Hz, on the ROS clock (NaN = the planner's own rate_hz)"})
     sensor_input: str = field(default="cloud", metadata={"choices": ("cloud", "depth"),
                                                           "description": "map from 'cloud' or 'depth/image'"})
@@ -81,7 +83,7 @@ class PlannerNodeConfig:
                                                                  "description": "longest span sent, s"})
     republish_period_s: float = field(default=1.0, metadata={"range": (0.05, 10.0),
                                                               "description": "re-send the latest trajectory, s"})
-    goal_tolerance_m: float = field(default=0.5, metadata={"range": (0.01, 10.0),
+    goal_tolerance_m: float = field(default=GOAL_TOLERANCE_M, metadata={"range": (0.01, 10.0),
                                                             "description": "reported as reached within, m"})
     goal_clearance_m: float = field(default=0.3, metadata={"range": (0.0, 5.0), "description":
                                     "refuse a goal this close to a point of the latest cloud, m (0 = off)"})
@@ -107,18 +109,10 @@ class PlannerNodeConfig:
                                         "because sim time stands still while it plans (1 = as configured)"})
     camera: CameraParams = field(default_factory=CameraParams)
 
-    def __post_init__(self):
-        if self.max_vel_mps is not None and not (math.isfinite(self.max_vel_mps) and self.max_vel_mps > 0):
-            raise ValueError(f"max_vel_mps must be positive (or NaN for the planner's default), got {self.max_vel_mps}")
-        if self.rate_hz is not None and not (math.isfinite(self.rate_hz) and 0 < self.rate_hz <= 200):
-            raise ValueError(f"rate_hz must be in (0, 200] Hz (or NaN for the planner's own), got {self.rate_hz}")
-        lo, hi = np.asarray(self.geofence_min_m, float), np.asarray(self.geofence_max_m, float)
-        if lo.shape != (3,) or hi.shape != (3,) or not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-            raise ValueError("geofence_min_m and geofence_max_m must be three finite numbers each")
-        if not (lo < hi).all():
-            raise ValueError(f"geofence_min_m {lo.tolist()} must be below geofence_max_m {hi.tolist()} on every axis")
-        if self.planner == "policy" and not self.model_path:
-            pass  # the factory says what is missing when it builds the policy
+    def _check(self):
+        if not all(lo < hi for lo, hi in zip(self.geofence_min_m, self.geofence_max_m)):
+            raise self._error("geofence_min_m", f"{list(self.geofence_min_m)} must be below geofence_max_m "
+                              f"{list(self.geofence_max_m)} on every axis")
 
 
 def _ego_config():

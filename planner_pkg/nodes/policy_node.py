@@ -66,6 +66,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
@@ -76,7 +77,7 @@ NODE_NAME = "policy"
 
 
 @dataclass(frozen=True)
-class PolicyCameraConfig:
+class PolicyCameraConfig(Config, prefix="camera."):
     """The depth camera behind ``depth/image`` (checked against the model at startup)."""
 
     width_px: int = field(default=64, metadata={"range": (1, 8192), "read_only": True, "description":
@@ -90,7 +91,7 @@ class PolicyCameraConfig:
 
 
 @dataclass(frozen=True)
-class PolicyNodeConfig:
+class PolicyNodeConfig(Config, prefix=""):
     """Parameters of the ``policy`` node."""
 
     model_path: str = field(default="", metadata={"read_only": True, "description":
@@ -99,12 +100,13 @@ class PolicyNodeConfig:
                            "network updates per second on the ROS clock (the model is trained at 15 Hz)"})
     setpoint_rate_hz: float = field(default=50.0, metadata={"range": (1.0, 500.0), "description":
                                     "setpoint publishing rate, Hz (>= rate_hz; re-sends the last command)"})
-    target_speed_mps: Optional[float] = field(default=None, metadata={"description":
+    target_speed_mps: Optional[float] = field(default=None, metadata={"range": (0.0, math.inf), "low_open": True,
+                                                                       "description":
                                               "commanded cruise speed, m/s; none = the model's evaluation speed"})
     max_speed_mps: float = field(default=4.0, metadata={"range": (0.1, 20.0), "description":
                                  "speed guard, m/s: caps the cruise speed, and above it the command may not "
                                  "accelerate further along the velocity"})
-    margin_m: Optional[float] = field(default=None, metadata={"description":
+    margin_m: Optional[float] = field(default=None, metadata={"range": (0.0, 5.0), "description":
                                       "safety margin fed to the network, m; none = the middle of its training range"})
     max_accel_mps2: float = field(default=10.0, metadata={"range": (0.5, 20.0), "description":
                                   "clamp on the commanded acceleration's norm, m/s^2"})
@@ -132,22 +134,15 @@ class PolicyNodeConfig:
                                   "of its instant and reports the next one, so a lockstep simulator waits for it)"})
     camera: PolicyCameraConfig = field(default_factory=PolicyCameraConfig)
 
-    def __post_init__(self):
+    def _check(self):
         if self.setpoint_rate_hz < self.rate_hz:
-            raise ValueError(f"setpoint_rate_hz ({self.setpoint_rate_hz}) must be >= rate_hz ({self.rate_hz}), "
-                             f"or network commands would be dropped")
-        if self.target_speed_mps is not None:
-            if not (math.isfinite(self.target_speed_mps) and self.target_speed_mps > 0):
-                raise ValueError(f"target_speed_mps must be positive (or NaN), got {self.target_speed_mps}")
-            if self.target_speed_mps > self.max_speed_mps:
-                raise ValueError(f"target_speed_mps {self.target_speed_mps} exceeds max_speed_mps {self.max_speed_mps}")
-        if self.margin_m is not None and not (math.isfinite(self.margin_m) and 0 <= self.margin_m <= 5):
-            raise ValueError(f"margin_m must be in [0, 5] m (or NaN), got {self.margin_m}")
-        lo, hi = np.asarray(self.geofence_min_m, float), np.asarray(self.geofence_max_m, float)
-        if lo.shape != (3,) or hi.shape != (3,) or not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-            raise ValueError("geofence_min_m and geofence_max_m must be three finite numbers each")
-        if not (lo < hi).all():
-            raise ValueError(f"geofence_min_m {lo.tolist()} must be below geofence_max_m {hi.tolist()} on every axis")
+            raise self._error("setpoint_rate_hz", f"({self.setpoint_rate_hz}) must be >= rate_hz ({self.rate_hz}), "
+                              f"or network commands would be dropped")
+        if self.target_speed_mps is not None and self.target_speed_mps > self.max_speed_mps:
+            raise self._error("target_speed_mps", f"{self.target_speed_mps} exceeds max_speed_mps {self.max_speed_mps}")
+        if not all(lo < hi for lo, hi in zip(self.geofence_min_m, self.geofence_max_m)):
+            raise self._error("geofence_min_m", f"{list(self.geofence_min_m)} must be below geofence_max_m "
+                              f"{list(self.geofence_max_m)} on every axis")
 
 
 def planner_config(cfg: PolicyNodeConfig):

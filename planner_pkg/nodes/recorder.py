@@ -39,6 +39,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
+from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
@@ -64,7 +65,7 @@ COMPRESSIONS = ("zstd", "lz4", "none")
 
 
 @dataclass(frozen=True)
-class RecorderConfig:
+class RecorderConfig(Config, prefix=""):
     """Parameters of the ``recorder`` node."""
 
     output: str = field(default="", metadata={"read_only": True, "description":
@@ -83,11 +84,11 @@ class RecorderConfig:
                                       "how often topics outside the known graph are looked for, s"})
     status_rate_hz: float = field(default=1.0, metadata={"range": (0.1, 50.0), "description": "status rate, Hz"})
 
-    def __post_init__(self):
+    def _check(self):
         if not self.topics or any(not t.strip() for t in self.topics):
-            raise ValueError("topics must name at least one topic, and no empty names")
+            raise self._error("topics", "must name at least one topic, and no empty names")
         if len(set(self.topics)) != len(self.topics):
-            raise ValueError(f"topics lists a topic twice: {list(self.topics)}")
+            raise self._error("topics", f"lists a topic twice: {list(self.topics)}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from sensor_msgs.msg import Image, PointCloud2
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from visualization_msgs.msg import MarkerArray
 
+from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes import lockstep as ls
@@ -94,7 +95,7 @@ def find_world(name: str) -> Path:
 
 
 @dataclass(frozen=True)
-class SimBridgeConfig:
+class SimBridgeConfig(Config, prefix=""):
     """Parameters of the ``sim_bridge`` node."""
 
     mode: str = field(default="embedded", metadata={"choices": ("embedded", "gazebo"), "read_only": True,
@@ -156,14 +157,12 @@ class SimBridgeConfig:
                                                            "description": "gazebo mode: velocity command cap, m/s"})
     camera: CameraParams = field(default_factory=CameraParams)
 
-    def __post_init__(self):
-        if len(self.start_m) != 3 or not all(math.isfinite(v) for v in self.start_m):
-            raise ValueError(f"start_m must be three finite numbers, got {list(self.start_m)}")
+    def _check(self):
         if self.control_rate_hz > self.dynamics_rate_hz or self.camera_rate_hz > self.dynamics_rate_hz:
-            raise ValueError("control_rate_hz and camera_rate_hz cannot exceed dynamics_rate_hz")
-        names = [str(n) for n in self.lockstep_participants]
+            raise self._error("dynamics_rate_hz", "must be at least control_rate_hz and camera_rate_hz")
+        names = list(self.lockstep_participants)
         if any(not n or "/" in n for n in names) or len(set(names)) != len(names):
-            raise ValueError(f"lockstep_participants must be distinct node names without '/', got {names}")
+            raise self._error("lockstep_participants", f"must be distinct node names without '/', got {names}")
 
 
 class SimBridge(Node):

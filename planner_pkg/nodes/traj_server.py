@@ -33,6 +33,7 @@ from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
+from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LockstepParticipant
@@ -44,7 +45,7 @@ NODE_NAME = "traj_server"
 
 
 @dataclass(frozen=True)
-class TrajServerConfig:
+class TrajServerConfig(Config, prefix=""):
     """Parameters of the ``traj_server`` node."""
 
     rate_hz: float = field(default=100.0, metadata={"range": (1.0, 1000.0), "description": "setpoint rate, Hz"})

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner_pkg.config_schema import Config, non_negative, positive, setting
 from planner_pkg.planning.grid_map import dilate
 
 __all__ = ["AStarConfig", "AStarStatus", "AStarResult", "astar_search"]
@@ -38,7 +39,7 @@ class AStarStatus(enum.Enum):
 
 
 @dataclass(frozen=True)
-class AStarConfig:
+class AStarConfig(Config):
     """Bounds and tuning of one search.
 
     max_expansions: node budget (expanded cells); the deterministic bound.
@@ -56,32 +57,14 @@ class AStarConfig:
         (0 = never): a vehicle inside an inflated obstacle must still be able to leave it.
     """
 
-    max_expansions: int = 5000
-    max_time_s: float = 0.05
-    margin_m: float = 3.0
-    margin_z_m: float = 0.6
-    step_voxels: int = 2
-    clearance_voxels: int = 1
-    tie_breaker: float = 1.5
-    snap_m: float = 0.6
-
-    def __post_init__(self):
-        if not (isinstance(self.max_expansions, int) and self.max_expansions > 0):
-            raise ValueError(f"AStarConfig.max_expansions must be a positive int, got {self.max_expansions!r}")
-        for name in ("max_time_s", "tie_breaker"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"AStarConfig.{name} must be positive and finite, got {v!r}")
-        if self.tie_breaker < 1.0:
-            raise ValueError(f"AStarConfig.tie_breaker must be >= 1, got {self.tie_breaker}")
-        if not (isinstance(self.clearance_voxels, int) and self.clearance_voxels >= 0):
-            raise ValueError(f"AStarConfig.clearance_voxels must be an int >= 0, got {self.clearance_voxels!r}")
-        if not (isinstance(self.step_voxels, int) and self.step_voxels >= 1):
-            raise ValueError(f"AStarConfig.step_voxels must be an int >= 1, got {self.step_voxels!r}")
-        for name in ("margin_m", "margin_z_m", "snap_m"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"AStarConfig.{name} must be finite and >= 0, got {v!r}")
+    max_expansions: int = setting(5000, range=(1, math.inf))
+    max_time_s: float = positive(0.05)
+    margin_m: float = non_negative(3.0)
+    margin_z_m: float = non_negative(0.6)
+    step_voxels: int = setting(2, range=(1, math.inf))
+    clearance_voxels: int = setting(1, range=(0, math.inf))
+    tie_breaker: float = setting(1.5, range=(1.0, math.inf))
+    snap_m: float = non_negative(0.6)
 
 
 @dataclass

@@ -38,6 +38,7 @@ import numpy as np
 
 import autograd_core as ac
 from autograd_core.autograd import Function
+from planner_pkg.config_schema import Config, non_negative, positive
 
 __all__ = [
     "CostWeights",
@@ -61,7 +62,7 @@ _TINY = 1e-12
 
 
 @dataclass(frozen=True)
-class CostWeights:
+class CostWeights(Config):
     """Weights of the cost terms (EGO-Planner defaults) and the collision clearance.
 
     smoothness, collision, feasibility, fitness, distance: dimensionless weights (>= 0).
@@ -71,24 +72,14 @@ class CostWeights:
     fitness_along2, fitness_across2: a^2 and b^2 of the anisotropic fitness term, m^2.
     """
 
-    smoothness: float = 1.0
-    collision: float = 0.5
-    feasibility: float = 0.1
-    fitness: float = 1.0
-    distance: float = 1.0
-    clearance_m: float = 0.5
-    fitness_along2: float = 25.0
-    fitness_across2: float = 1.0
-
-    def __post_init__(self):
-        for name in ("smoothness", "collision", "feasibility", "fitness", "distance"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"CostWeights.{name} must be a finite number >= 0, got {v!r}")
-        for name in ("clearance_m", "fitness_along2", "fitness_across2"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"CostWeights.{name} must be a positive finite number, got {v!r}")
+    smoothness: float = non_negative(1.0)
+    collision: float = non_negative(0.5)
+    feasibility: float = non_negative(0.1)
+    fitness: float = non_negative(1.0)
+    distance: float = non_negative(1.0)
+    clearance_m: float = positive(0.5)
+    fitness_along2: float = positive(25.0)
+    fitness_across2: float = positive(1.0)
 
 
 @lru_cache(maxsize=64)

@@ -14,22 +14,18 @@ from typing import Optional
 
 import numpy as np
 
+from planner_pkg.config_schema import Config, positive
+from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
 
 
 @dataclass(frozen=True)
-class DirectConfig:
+class DirectConfig(Config):
     """Limits of the straight-line profile."""
 
-    max_vel_mps: float = 2.0  # EGO-Planner's default max_vel, for like-for-like comparisons
-    max_acc_mps2: float = 3.0  # EGO-Planner's default max_acc
-    rate_hz: float = 10.0
-
-    def __post_init__(self):
-        for name in ("max_vel_mps", "max_acc_mps2", "rate_hz"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"DirectConfig.{name} must be a positive finite number, got {value!r}")
+    max_vel_mps: float = positive(EGO_MAX_VEL_MPS)  # EGO-Planner's, for like-for-like comparisons
+    max_acc_mps2: float = positive(EGO_MAX_ACC_MPS2)
+    rate_hz: float = positive(10.0)
 
 
 class StraightLineTrajectory:

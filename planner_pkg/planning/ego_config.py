@@ -1,11 +1,13 @@
 """Configuration of the EGO-style planner: one typed, validated dataclass (YAML / ROS parameters
-are views of it, see :meth:`EgoConfig.from_dict`)."""
+are views of it, see :class:`planner_pkg.config_schema.Config`)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
-from typing import Optional
+from dataclasses import dataclass, field, replace
+from typing import Optional, Tuple
 
+from planner_pkg.config_schema import Config, non_negative, positive, setting
+from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
 from planner_pkg.planning.frontier import UnknownSpaceConfig
 from planner_pkg.planning.grid_map import GridMapConfig
 from planner_pkg.planning.rebound import OptimizerConfig
@@ -15,7 +17,7 @@ __all__ = ["EgoConfig"]
 
 
 @dataclass(frozen=True)
-class EgoConfig:
+class EgoConfig(Config):
     """Parameters of :class:`EgoPlanner` (EGO-Planner's defaults where it has one).
 
     max_vel_mps, max_acc_mps2: speed and acceleration limits (they override the optimiser's).
@@ -75,70 +77,39 @@ class EgoConfig:
         that another initial guess found.
     """
 
-    max_vel_mps: float = 2.0
-    max_acc_mps2: float = 3.0
-    speed_headroom: float = 0.03
-    planning_horizon_m: float = 7.5
-    ctrl_pt_dist_m: float = 0.4
-    rate_hz: float = 10.0
-    replan_period_s: float = 1.0
-    replan_progress_m: float = 1.5
-    emergency_time_s: float = 1.0
-    safety_horizon_s: float = 2.0
-    emergency_decel_mps2: Optional[float] = None
-    goal_search_radius_m: float = 1.0
-    target_search_radius_m: float = 1.5
-    reached_tolerance_m: float = 0.2
-    max_tracking_error_m: float = 1.0
-    lag_resync_m: float = 0.1
-    max_resync_s: float = 1.0
-    max_consecutive_failures: int = 40
-    retry_budget_s: float = 0.05
-    max_time_scale: float = 4.0
-    turn_first_rad: float = 0.8
-    turn_first_speed_mps: float = 0.5
-    max_turn_s: float = 3.0
-    retry_offset_m: tuple = (1.0, 2.5)
-    seed: int = 0
+    max_vel_mps: float = positive(EGO_MAX_VEL_MPS)
+    max_acc_mps2: float = positive(EGO_MAX_ACC_MPS2)
+    speed_headroom: float = setting(0.03, range=(0.0, 0.5))
+    planning_horizon_m: float = positive(7.5)
+    ctrl_pt_dist_m: float = positive(0.4)
+    rate_hz: float = positive(10.0)
+    replan_period_s: float = positive(1.0)
+    replan_progress_m: float = positive(1.5)
+    emergency_time_s: float = positive(1.0)
+    safety_horizon_s: float = positive(2.0)
+    emergency_decel_mps2: Optional[float] = positive(None)
+    goal_search_radius_m: float = non_negative(1.0)
+    target_search_radius_m: float = non_negative(1.5)
+    reached_tolerance_m: float = positive(0.2)
+    max_tracking_error_m: float = positive(1.0)
+    lag_resync_m: float = positive(0.1)
+    max_resync_s: float = positive(1.0)
+    max_consecutive_failures: int = setting(40, range=(1, math.inf))
+    retry_budget_s: float = positive(0.05)
+    max_time_scale: float = positive(4.0)
+    turn_first_rad: float = positive(0.8)
+    turn_first_speed_mps: float = positive(0.5)
+    max_turn_s: float = positive(3.0)
+    retry_offset_m: Tuple[float, float] = setting((1.0, 2.5), range=(0.0, math.inf), pair=True)
+    seed: int = setting(0, range=(0, math.inf))
     use_depth: bool = True
-    depth_pixel_stride: int = 1
+    depth_pixel_stride: int = setting(1, range=(1, math.inf))
     map: GridMapConfig = field(default_factory=GridMapConfig)
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    optimizer: OptimizerConfig = setting(default_factory=OptimizerConfig, derived={
+        "max_vel_mps": "set by EgoConfig.max_vel_mps (the optimiser plans at plan_vel_mps)",
+        "max_acc_mps2": "set by EgoConfig.max_acc_mps2"})
     yaw: YawConfig = field(default_factory=YawConfig)
     unknown_space: UnknownSpaceConfig = field(default_factory=UnknownSpaceConfig)
-
-    def __post_init__(self):
-        for name in ("max_vel_mps", "max_acc_mps2", "planning_horizon_m", "ctrl_pt_dist_m", "rate_hz",
-                     "replan_period_s", "replan_progress_m", "emergency_time_s", "safety_horizon_s", "reached_tolerance_m",
-                     "max_tracking_error_m", "lag_resync_m", "max_resync_s", "retry_budget_s", "max_time_scale", "turn_first_rad",
-                     "turn_first_speed_mps", "max_turn_s"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
-                raise ValueError(f"EgoConfig.{name} must be a positive finite number, got {v!r}")
-        for name in ("goal_search_radius_m", "target_search_radius_m"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"EgoConfig.{name} must be a finite number >= 0, got {v!r}")
-        if not (isinstance(self.speed_headroom, (int, float)) and not isinstance(self.speed_headroom, bool)
-                and 0.0 <= self.speed_headroom <= 0.5):
-            raise ValueError(f"EgoConfig.speed_headroom must be a fraction in [0, 0.5], got {self.speed_headroom!r}")
-        if self.emergency_decel_mps2 is not None and not (
-                math.isfinite(self.emergency_decel_mps2) and self.emergency_decel_mps2 > 0):
-            raise ValueError(f"EgoConfig.emergency_decel_mps2 must be positive (or None), got {self.emergency_decel_mps2!r}")
-        lo_hi = tuple(self.retry_offset_m)
-        if len(lo_hi) != 2 or not (0 <= lo_hi[0] <= lo_hi[1] and math.isfinite(lo_hi[1])):
-            raise ValueError(f"EgoConfig.retry_offset_m must be (min, max) with 0 <= min <= max, got {self.retry_offset_m!r}")
-        object.__setattr__(self, "retry_offset_m", (float(lo_hi[0]), float(lo_hi[1])))
-        if not (isinstance(self.seed, int) and self.seed >= 0):
-            raise ValueError(f"EgoConfig.seed must be an int >= 0, got {self.seed!r}")
-        for name in ("max_consecutive_failures", "depth_pixel_stride"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and v >= 1):
-                raise ValueError(f"EgoConfig.{name} must be an int >= 1, got {v!r}")
-        for name, cls in (("map", GridMapConfig), ("optimizer", OptimizerConfig), ("yaw", YawConfig),
-                          ("unknown_space", UnknownSpaceConfig)):
-            if not isinstance(getattr(self, name), cls):
-                raise ValueError(f"EgoConfig.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
 
     def with_time_limits_scaled(self, factor: float) -> "EgoConfig":
         """This config with every wall-clock safety net multiplied by ``factor`` (>= 1): the
@@ -163,23 +134,3 @@ class EgoConfig:
     @property
     def knot_dt_s(self) -> float:
         return self.ctrl_pt_dist_m / self.max_vel_mps * 1.2
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "EgoConfig":
-        """Build from a plain mapping (e.g. YAML); nested ``map``/``optimizer``/``yaw``/
-        ``unknown_space`` mappings are allowed. Unknown keys raise ValueError naming them."""
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(values) - known)
-        if bad:
-            raise ValueError(f"unknown EgoConfig key(s) {bad}; known: {sorted(known)}")
-        values = dict(values)
-        if isinstance(values.get("map"), dict):
-            values["map"] = GridMapConfig.from_dict(values["map"])
-        for name, sub in (("optimizer", OptimizerConfig), ("yaw", YawConfig), ("unknown_space", UnknownSpaceConfig)):
-            if isinstance(values.get(name), dict):
-                sub_known = {f.name for f in fields(sub)}
-                sub_bad = sorted(set(values[name]) - sub_known)
-                if sub_bad:
-                    raise ValueError(f"unknown EgoConfig.{name} key(s) {sub_bad}; known: {sorted(sub_known)}")
-                values[name] = sub(**values[name])
-        return cls(**values)

@@ -49,7 +49,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from planner_pkg.config_schema import Schema, setting
+from planner_pkg.config_schema import Config, Schema, setting
 from planner_pkg.planning.collision_pairs import curve_collision_time
 from planner_pkg.planning.trajectory import BsplineTrajectory, HeadingProfile
 from planner_pkg.types import Setpoint
@@ -62,7 +62,7 @@ _REST_MPS = 1e-3  # m/s: a plan ending slower than this ends at rest (the goal)
 
 
 @dataclass(frozen=True)
-class UnknownSpaceConfig:
+class UnknownSpaceConfig(Config, schema=_SCHEMA, prefix="EgoConfig.unknown_space."):
     """How the EGO planner treats space its sensors never observed (see :mod:`.frontier`)."""
 
     stop_before_unknown: bool = setting(True, description=(
@@ -84,9 +84,6 @@ class UnknownSpaceConfig:
         "recent depth frames kept to answer 'was this point seen free?' where the voxel map's rays leave gaps"))
     history_period_s: float = setting(0.25, range=(0.0, 10.0), description=(
         "older kept depth frames are at least this far apart, s (the newest is always kept)"))
-
-    def __post_init__(self):
-        _SCHEMA.validate(self, "EgoConfig.unknown_space.")
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Tuple
+
+from planner_pkg.config_schema import Config, non_negative, positive, setting
 
 __all__ = ["UnknownPolicy", "GridMapConfig", "logit", "MAX_VOXELS", "BYTES_PER_VOXEL"]
 
@@ -36,8 +38,12 @@ def logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
+def _probability(default: float):
+    return setting(default, range=(0.0, 1.0), low_open=True, high_open=True)
+
+
 @dataclass(frozen=True)
-class GridMapConfig:
+class GridMapConfig(Config):
     """Parameters of :class:`OccupancyGridMap` (EGO-Planner defaults where it has one).
 
     resolution_m: voxel edge, m.
@@ -58,73 +64,40 @@ class GridMapConfig:
     The window ``size_m / resolution_m`` may hold at most :data:`MAX_VOXELS` voxels (memory cap).
     """
 
-    resolution_m: float = 0.1
-    size_m: Tuple[float, float, float] = (24.0, 24.0, 4.0)
-    recentre_distance_m: float = 2.0
-    prob_hit: float = 0.65
-    prob_miss: float = 0.35
-    prob_min: float = 0.12
-    prob_max: float = 0.90
-    prob_occupied: float = 0.80
-    min_ray_m: float = 0.1
-    max_ray_m: float = 8.0
-    clear_ray_stride: int = 2
-    inflation_m: float = 0.2
+    resolution_m: float = positive(0.1)
+    size_m: Tuple[float, float, float] = positive((24.0, 24.0, 4.0))
+    recentre_distance_m: float = positive(2.0)
+    prob_hit: float = _probability(0.65)
+    prob_miss: float = _probability(0.35)
+    prob_min: float = _probability(0.12)
+    prob_max: float = _probability(0.90)
+    prob_occupied: float = _probability(0.80)
+    min_ray_m: float = non_negative(0.1)
+    max_ray_m: float = positive(8.0)
+    clear_ray_stride: int = setting(2, range=(1, math.inf))
+    inflation_m: float = non_negative(0.2)
     floor_m: float = 0.5
     ceiling_m: float = 3.0
     unknown: UnknownPolicy = UnknownPolicy.FREE
 
-    def __post_init__(self):
-        def positive(name):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"GridMapConfig.{name} must be a positive finite number, got {v!r}")
-
-        for name in ("resolution_m", "recentre_distance_m", "max_ray_m"):
-            positive(name)
-        for name in ("min_ray_m", "inflation_m"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"GridMapConfig.{name} must be a finite number >= 0, got {v!r}")
-        size = tuple(float(s) for s in self.size_m)
-        if len(size) != 3 or not all(math.isfinite(s) and s >= 4 * self.resolution_m for s in size):
-            raise ValueError(f"GridMapConfig.size_m must be 3 finite extents >= 4 voxels, got {self.size_m!r}")
-        object.__setattr__(self, "size_m", size)
-        dims = [int(round(s / self.resolution_m)) for s in size]  # as OccupancyGridMap sizes its arrays
+    def _check(self):
+        if not all(s >= 4 * self.resolution_m for s in self.size_m):
+            raise self._error("size_m", f"must be 3 finite extents >= 4 voxels, got {self.size_m!r}")
+        dims = [int(round(s / self.resolution_m)) for s in self.size_m]  # as OccupancyGridMap sizes its arrays
         voxels = dims[0] * dims[1] * dims[2]
         if voxels > MAX_VOXELS:
             need = voxels * BYTES_PER_VOXEL
-            raise ValueError(
-                f"GridMapConfig: resolution_m {self.resolution_m:g} over size_m {list(size)} is "
+            raise self._error(
+                "resolution_m", f"{self.resolution_m:g} over size_m {list(self.size_m)} is "
                 f"{dims[0]} x {dims[1]} x {dims[2]} = {voxels:.3g} voxels ({_bytes(need)}), above the memory cap of "
                 f"{MAX_VOXELS} voxels ({_bytes(MAX_VOXELS * BYTES_PER_VOXEL)}); use a coarser resolution_m or a "
                 f"smaller size_m")
-        for name in ("prob_hit", "prob_miss", "prob_min", "prob_max", "prob_occupied"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0.0 < v < 1.0):
-                raise ValueError(f"GridMapConfig.{name} must be a probability in (0, 1), got {v!r}")
         if not self.prob_miss < 0.5 < self.prob_hit:
-            raise ValueError(f"GridMapConfig needs prob_miss < 0.5 < prob_hit, got {self.prob_miss}, {self.prob_hit}")
+            raise self._error("prob_miss", f"must satisfy prob_miss < 0.5 < prob_hit, got {self.prob_miss}, {self.prob_hit}")
         if not self.prob_min < self.prob_occupied <= self.prob_max:
-            raise ValueError("GridMapConfig needs prob_min < prob_occupied <= prob_max, got "
-                             f"{self.prob_min}, {self.prob_occupied}, {self.prob_max}")
+            raise self._error("prob_occupied", "needs prob_min < prob_occupied <= prob_max, got "
+                              f"{self.prob_min}, {self.prob_occupied}, {self.prob_max}")
         if self.min_ray_m >= self.max_ray_m:
-            raise ValueError(f"GridMapConfig.min_ray_m ({self.min_ray_m}) must be below max_ray_m ({self.max_ray_m})")
-        if not (isinstance(self.clear_ray_stride, int) and self.clear_ray_stride >= 1):
-            raise ValueError(f"GridMapConfig.clear_ray_stride must be an int >= 1, got {self.clear_ray_stride!r}")
-        if not (math.isfinite(self.floor_m) and math.isfinite(self.ceiling_m) and self.floor_m < self.ceiling_m):
-            raise ValueError(f"GridMapConfig needs finite floor_m < ceiling_m, got {self.floor_m}, {self.ceiling_m}")
-        try:
-            object.__setattr__(self, "unknown", UnknownPolicy(self.unknown))
-        except ValueError:
-            raise ValueError(f"GridMapConfig.unknown must be one of {[p.value for p in UnknownPolicy]}, "
-                             f"got {self.unknown!r}") from None
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "GridMapConfig":
-        """Build from a plain mapping (e.g. YAML), naming any unknown key."""
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(values) - known)
-        if bad:
-            raise ValueError(f"unknown GridMapConfig key(s) {bad}; known: {sorted(known)}")
-        return cls(**values)
+            raise self._error("min_ray_m", f"({self.min_ray_m}) must be below max_ray_m ({self.max_ray_m})")
+        if not self.floor_m < self.ceiling_m:
+            raise self._error("floor_m", f"must be below ceiling_m, got {self.floor_m}, {self.ceiling_m}")

@@ -27,6 +27,8 @@ from typing import Dict, List, Tuple
 import numpy as np
 from scipy.optimize import minimize
 
+from planner_pkg.config_schema import Config, non_negative, positive, setting
+from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
 from planner_pkg.planning.astar import AStarConfig, AStarStatus
 from planner_pkg.planning.bspline import UniformBSpline
 from planner_pkg.planning.collision_pairs import (Segment, collision_segments, curve_collision_time, guide_path,
@@ -64,7 +66,7 @@ class OptimStatus(enum.Enum):
 
 
 @dataclass(frozen=True)
-class OptimizerConfig:
+class OptimizerConfig(Config):
     """Parameters of the rebound optimiser (EGO-Planner defaults where it has one).
 
     max_vel_mps, max_acc_mps2: limits used by the feasibility term and the refine step.
@@ -111,54 +113,26 @@ class OptimizerConfig:
     astar: the guide-path search.
     """
 
-    max_vel_mps: float = 2.0
-    max_acc_mps2: float = 3.0
+    max_vel_mps: float = positive(EGO_MAX_VEL_MPS)
+    max_acc_mps2: float = positive(EGO_MAX_ACC_MPS2)
     weights: CostWeights = field(default_factory=CostWeights)
-    lbfgs_memory: int = 16
-    max_iterations: int = 100
-    gtol: float = 1e-2
-    ftol: float = 1e-3
-    max_rebounds: int = 20
-    max_weight_doublings: int = 3
-    check_fraction: float = 2.0 / 3.0
-    check_step_m: float = 0.05
-    feasibility_tolerance: float = 0.05
-    max_accept_ratio: float = 1.3
-    max_total_iterations: int = 250
-    max_time_s: float = 0.1
+    lbfgs_memory: int = setting(16, range=(1, math.inf))
+    max_iterations: int = setting(100, range=(1, math.inf))
+    gtol: float = positive(1e-2)
+    ftol: float = positive(1e-3)
+    max_rebounds: int = setting(20, range=(0, math.inf))
+    max_weight_doublings: int = setting(3, range=(0, math.inf))
+    check_fraction: float = setting(2.0 / 3.0, range=(0.0, 1.0), low_open=True)
+    check_step_m: float = positive(0.05)
+    feasibility_tolerance: float = non_negative(0.05)
+    max_accept_ratio: float = setting(1.3, range=(1.0, math.inf))
+    max_total_iterations: int = setting(250, range=(1, math.inf))
+    max_time_s: float = positive(0.1)
     warm_start: bool = True
-    rebound_feasibility_scale: float = 0.1
-    clearance_margin_m: float = 0.3
-    jerk_time_s: float = 0.0
+    rebound_feasibility_scale: float = non_negative(0.1)
+    clearance_margin_m: float = setting(0.3, range=(0.0, 2.0))
+    jerk_time_s: float = setting(0.0, range=(0.0, 10.0))
     astar: AStarConfig = field(default_factory=AStarConfig)
-
-    def __post_init__(self):
-        for name in ("max_vel_mps", "max_acc_mps2", "gtol", "ftol", "check_step_m", "max_time_s"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"OptimizerConfig.{name} must be a positive finite number, got {v!r}")
-        for name in ("lbfgs_memory", "max_iterations", "max_total_iterations"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and v >= 1):
-                raise ValueError(f"OptimizerConfig.{name} must be an int >= 1, got {v!r}")
-        for name in ("max_rebounds", "max_weight_doublings"):
-            v = getattr(self, name)
-            if not (isinstance(v, int) and v >= 0):
-                raise ValueError(f"OptimizerConfig.{name} must be an int >= 0, got {v!r}")
-        if not 0.0 < self.check_fraction <= 1.0:
-            raise ValueError(f"OptimizerConfig.check_fraction must be in (0, 1], got {self.check_fraction!r}")
-        if not (math.isfinite(self.feasibility_tolerance) and self.feasibility_tolerance >= 0):
-            raise ValueError(f"OptimizerConfig.feasibility_tolerance must be >= 0, got {self.feasibility_tolerance!r}")
-        if not (math.isfinite(self.rebound_feasibility_scale) and self.rebound_feasibility_scale >= 0):
-            raise ValueError(f"OptimizerConfig.rebound_feasibility_scale must be >= 0, got {self.rebound_feasibility_scale!r}")
-        if not (isinstance(self.clearance_margin_m, (int, float)) and math.isfinite(self.clearance_margin_m)
-                and 0.0 <= self.clearance_margin_m <= 2.0):
-            raise ValueError(f"OptimizerConfig.clearance_margin_m must be in [0, 2] m, got {self.clearance_margin_m!r}")
-        if not (isinstance(self.jerk_time_s, (int, float)) and math.isfinite(self.jerk_time_s)
-                and 0.0 <= self.jerk_time_s <= 10.0):
-            raise ValueError(f"OptimizerConfig.jerk_time_s must be in [0, 10] s, got {self.jerk_time_s!r}")
-        if not (math.isfinite(self.max_accept_ratio) and self.max_accept_ratio >= 1.0):
-            raise ValueError(f"OptimizerConfig.max_accept_ratio must be >= 1, got {self.max_accept_ratio!r}")
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner_pkg.config_schema import Config, positive
 from planner_pkg.planning.bspline import UniformBSpline, basis_matrix
 from planner_pkg.types import Setpoint
 
@@ -29,7 +30,7 @@ def wrap_angle(a: float) -> float:
 
 
 @dataclass(frozen=True)
-class YawConfig:
+class YawConfig(Config):
     """Heading along the path.
 
     max_yaw_rate_rad_s: rate limit, rad/s.
@@ -38,16 +39,10 @@ class YawConfig:
     min_travel_m: closer look-ahead points than this keep the previous heading (hovering), m.
     """
 
-    max_yaw_rate_rad_s: float = 1.5
-    yaw_lookahead_s: float = 0.5
-    yaw_dt_s: float = 0.02
-    min_travel_m: float = 0.05
-
-    def __post_init__(self):
-        for name in ("max_yaw_rate_rad_s", "yaw_lookahead_s", "yaw_dt_s", "min_travel_m"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"YawConfig.{name} must be a positive finite number, got {v!r}")
+    max_yaw_rate_rad_s: float = positive(1.5)
+    yaw_lookahead_s: float = positive(0.5)
+    yaw_dt_s: float = positive(0.02)
+    min_travel_m: float = positive(0.05)
 
 
 def _yaw_profile(positions: np.ndarray, start_yaw: float, cfg: YawConfig, lookahead: int) -> np.ndarray:

@@ -11,14 +11,13 @@ value; departures are commented where they are made.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple, Union
 
-from planner_pkg.config_schema import ConfigError, Schema, setting
+from planner_pkg.config_schema import Config, ConfigError, Schema, setting
+from planner_pkg.sim.mission_judge import GOAL_TOLERANCE_M
 
 __all__ = [
     "DynamicsConfig",
@@ -85,7 +84,7 @@ def _pair(default, low: float = -_INF, high: float = _INF, low_open: bool = Fals
 
 
 @dataclass(frozen=True)
-class DynamicsConfig:
+class DynamicsConfig(Config, schema=_SCHEMA, prefix="dynamics."):
     """The differentiable training point mass (see :mod:`planner_pkg.policy.dynamics`).
 
     dt_s: nominal control period, s (15 Hz). dt_jitter: relative uniform jitter of each step's
@@ -118,12 +117,9 @@ class DynamicsConfig:
     gravity_mps2: float = _non_negative(9.81)
     yaw_gain_per_s: float = _positive(6.0)
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "dynamics.")
-
 
 @dataclass(frozen=True)
-class ObservationConfig:
+class ObservationConfig(Config, schema=_SCHEMA, prefix="observation."):
     """What the network sees (see :mod:`planner_pkg.policy.observation`).
 
     image_hw: (rows, cols) of the network's depth input (paper: 12 x 16).
@@ -155,13 +151,12 @@ class ObservationConfig:
     noise_std: float = _non_negative(0.02)
     velocity_noise_std_mps: float = _non_negative(0.05)
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "observation.")
-        _SCHEMA.number("observation.far_m", self.far_m, (self.near_m, _INF), low_open=True)
+    def _check(self):
+        _SCHEMA.number(self._key("far_m"), self.far_m, (self.near_m, _INF), low_open=True)
 
 
 @dataclass(frozen=True)
-class NetworkConfig:
+class NetworkConfig(Config, schema=_SCHEMA, prefix="network."):
     """CNN + GRU policy (see :mod:`planner_pkg.policy.network`).
 
     channels: output channels of the three convolutions (paper: 32, 64, 128).
@@ -190,12 +185,9 @@ class NetworkConfig:
     velocity_prior_gain_per_s: float = _non_negative(0.0)
     velocity_prior_drag_per_s: float = _non_negative(0.0)
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "network.")
-
 
 @dataclass(frozen=True)
-class LossConfig:
+class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     """Loss weights and shapes (see :mod:`planner_pkg.policy.losses`).
 
     Weights of the terms (see :mod:`planner_pkg.policy.losses` for their exact form):
@@ -223,12 +215,9 @@ class LossConfig:
     altitude_band_m: Tuple[float, float] = _pair((0.5, 4.0))
     margin_m: Tuple[float, float] = _pair((0.1, 0.3), 0.0)
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "loss.")
-
 
 @dataclass(frozen=True)
-class EnvConfig:
+class EnvConfig(Config, schema=_SCHEMA, prefix="env."):
     """The training scenarios (see :mod:`planner_pkg.policy.env`).
 
     world_kind, world_params: ``planner_pkg.world.generate_world`` arguments; every world of
@@ -264,10 +253,7 @@ class EnvConfig:
     vehicle_radius_m: float = _non_negative(0.19)
     approach_gain_per_s: float = _positive(1.0)
     approach_decel_mps2: float = _non_negative(0.0)
-    goal_tolerance_m: float = _positive(0.5)
-
-    def __post_init__(self):
-        _SCHEMA.validate(self, "env.")  # also stores world_params as a plain dict (a copy)
+    goal_tolerance_m: float = _positive(GOAL_TOLERANCE_M)  # as a mission's
 
     @property
     def world_kinds(self) -> Tuple[str, ...]:
@@ -276,7 +262,7 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Config, schema=_SCHEMA, prefix="train."):
     """The optimisation (see :mod:`planner_pkg.policy.trainer`).
 
     iterations: optimiser steps; batch_size: agents per step (split over the batch's worlds);
@@ -308,13 +294,12 @@ class TrainConfig:
     eval_vehicle: str = setting("point_mass", choices=("point_mass", "quadrotor"))
     num_threads: int = _at_least_one(1)
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "train.")
-        _SCHEMA.number("train.lr_min", self.lr_min, (0.0, self.lr))
+    def _check(self):
+        _SCHEMA.number(self._key("lr_min"), self.lr_min, (0.0, self.lr))
 
 
 @dataclass(frozen=True)
-class PolicyConfig:
+class PolicyConfig(Config, schema=_SCHEMA, prefix=""):
     """Everything that defines a training run and the exported policy's interface."""
 
     dynamics: DynamicsConfig = field(default_factory=DynamicsConfig)
@@ -324,7 +309,7 @@ class PolicyConfig:
     env: EnvConfig = field(default_factory=EnvConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
-    def __post_init__(self):
+    def _check(self):
         n = parameter_count(self.network, self.observation)
         if n > MAX_PARAMETERS:
             rows, cols = self.observation.image_hw
@@ -341,20 +326,10 @@ class PolicyConfig:
                 f"limit of {MAX_TRAINING_BYTES / 2 ** 30:g} GiB; reduce train.batch_size, train.steps, "
                 "observation.image_hw or network.channels")
 
-    def to_dict(self) -> dict:
-        """Plain nested dict (tuples as lists): the YAML/JSON view, round-trips via config_from_dict."""
-        return json.loads(json.dumps(dataclasses.asdict(self)))
-
     def replace(self, **sections) -> "PolicyConfig":
         """A copy with whole sections or ``section={field: value}`` overrides applied."""
-        data = self.to_dict()
-        for name, value in sections.items():
-            if name not in data:
-                raise ConfigError(f"unknown section {name!r}; known: {sorted(data)}")
-            if dataclasses.is_dataclass(value):
-                value = json.loads(json.dumps(dataclasses.asdict(value)))
-            data[name].update(value)
-        return config_from_dict(data)
+        return self.with_overrides({name: value.to_dict() if isinstance(value, Config) else value
+                                    for name, value in sections.items()})
 
 
 def _conv_hw(image_hw):
@@ -392,7 +367,7 @@ def training_bytes_estimate(cfg: "PolicyConfig") -> int:
 
 def config_from_dict(values: Optional[Mapping[str, Any]]) -> PolicyConfig:
     """A validated :class:`PolicyConfig` from nested mappings (missing keys keep their defaults)."""
-    return _SCHEMA.build(PolicyConfig, values or {})
+    return PolicyConfig.from_dict(values)
 
 
 def _unique_key_loader():

@@ -34,6 +34,7 @@ from typing import Optional, Union
 
 import numpy as np
 
+from planner_pkg.config_schema import Config, non_negative, positive, setting
 from planner_pkg.policy.export import LoadedPolicy, load_policy
 from planner_pkg.policy.observation import depth_observation, state_vector, target_velocity
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState, quaternion_to_matrix
@@ -44,7 +45,7 @@ _G = 9.81
 
 
 @dataclass(frozen=True)
-class PolicyPlannerConfig:
+class PolicyPlannerConfig(Config):
     """Run-time options of :class:`PolicyPlanner` (the model fixes the rest).
 
     rate_hz: network updates per second (trained at 15 Hz).
@@ -59,30 +60,15 @@ class PolicyPlannerConfig:
         setpoint: the last metre is a plain position-controlled approach; goals are free space).
     """
 
-    rate_hz: float = 15.0
-    speed_mps: Optional[float] = None
-    margin_m: Optional[float] = None
-    max_speed_mps: Optional[float] = None
-    max_accel_mps2: float = 10.0
-    max_tilt_deg: float = 40.0
-    max_descent_accel_mps2: float = 5.0
-    stale_after_s: float = 0.25
-    arrive_radius_m: float = 1.0
-
-    def __post_init__(self):
-        for name in ("rate_hz", "max_accel_mps2", "max_tilt_deg", "max_descent_accel_mps2", "stale_after_s",
-                     "arrive_radius_m"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"PolicyPlannerConfig.{name} must be a positive number, got {value!r}")
-        if not self.max_tilt_deg < 90:
-            raise ValueError(f"PolicyPlannerConfig.max_tilt_deg must be below 90, got {self.max_tilt_deg}")
-        for name in ("speed_mps", "margin_m"):
-            value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"PolicyPlannerConfig.{name} must be None or >= 0, got {value!r}")
-        if self.max_speed_mps is not None and not (math.isfinite(self.max_speed_mps) and self.max_speed_mps > 0):
-            raise ValueError(f"PolicyPlannerConfig.max_speed_mps must be None or > 0, got {self.max_speed_mps!r}")
+    rate_hz: float = positive(15.0)
+    speed_mps: Optional[float] = non_negative(None)
+    margin_m: Optional[float] = non_negative(None)
+    max_speed_mps: Optional[float] = positive(None)
+    max_accel_mps2: float = positive(10.0)
+    max_tilt_deg: float = setting(40.0, range=(0.0, 90.0), low_open=True, high_open=True)
+    max_descent_accel_mps2: float = positive(5.0)
+    stale_after_s: float = positive(0.25)
+    arrive_radius_m: float = positive(1.0)
 
 
 class PolicyPlanner:

@@ -25,7 +25,8 @@ import numpy as np
 
 from planner_pkg.envelope import DEFAULT_ENVELOPE
 from planner_pkg.sim.flight_log import EpisodeSummary, FlightLog
-from planner_pkg.sim.mission_judge import GroundTruth, MissionJudge, ground_truth_from_status
+from planner_pkg.sim.mission_judge import (GOAL_TOLERANCE_M, MISSION_TIMEOUT_S, GroundTruth, MissionJudge,
+                                           ground_truth_from_status)
 
 TOPIC_ODOM, TOPIC_GOAL, TOPIC_STATUS = "odom", "goal_pose", "status"
 
@@ -189,8 +190,8 @@ def read_run(path) -> RecordedRun:
     return run
 
 
-def summarize(run: RecordedRun, world, goal=None, tolerance_m: float = 0.5, timeout_s: float = 60.0,
-              radius_m: Optional[float] = None, planner: str = "(recorded)",
+def summarize(run: RecordedRun, world, goal=None, tolerance_m: float = GOAL_TOLERANCE_M,
+              timeout_s: float = MISSION_TIMEOUT_S, radius_m: Optional[float] = None, planner: str = "(recorded)",
               world_name: str = "") -> Tuple[EpisodeSummary, FlightLog]:
     """The flight judged like the bringup mission (same judge, fed the recording in time order):
     from the goal's time, the first of collision, reached (by the recorded simulator ground truth

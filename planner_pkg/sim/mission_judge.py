@@ -37,6 +37,11 @@ import numpy as np
 from planner_pkg.envelope import DEFAULT_ENVELOPE, FlightEnvelope
 from planner_pkg.sim.flight_log import EpisodeSummary, FlightLog
 
+#: A mission's defaults (the runner, ``fly``, ``bringup`` missions, recordings judged afterwards):
+#: sim seconds from the goal until a timeout, and the goal radius, m. Written here once.
+MISSION_TIMEOUT_S = 60.0
+GOAL_TOLERANCE_M = 0.5
+
 __all__ = ["GroundTruth", "ground_truth_from_status", "MissionJudge", "LOCKSTEP_FAULT_PREFIX"]
 
 LOCKSTEP_FAULT_PREFIX = "lockstep fault: "

@@ -19,8 +19,10 @@ assumed 0.10 1/s vertically.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Tuple
+
+from planner_pkg.config_schema import Config, non_negative, positive, setting
 
 GRAVITY_MPS2 = 9.81
 """Standard gravity used everywhere in the simulator, m/s^2 (world -z)."""
@@ -30,41 +32,8 @@ _MASS_KG = 1.0
 _INERTIA_SCALE = _MASS_KG / _AGILICIOUS_MASS_KG
 
 
-def _check_positive(obj, *names: str) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"{type(obj).__name__}.{name} must be a positive finite number, got {value!r}")
-
-
-def _check_nonnegative(obj, *names: str) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-            raise ValueError(f"{type(obj).__name__}.{name} must be a finite number >= 0, got {value!r}")
-
-
-def _check_vector(obj, name: str, length: int, *, positive: bool = False) -> None:
-    value = getattr(obj, name)
-    if len(value) != length or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in value):
-        raise ValueError(f"{type(obj).__name__}.{name} must be {length} finite numbers, got {value!r}")
-    if positive and not all(v > 0 for v in value):
-        raise ValueError(f"{type(obj).__name__}.{name} must be positive, got {value!r}")
-    if not positive and not all(v >= 0 for v in value):
-        raise ValueError(f"{type(obj).__name__}.{name} must be >= 0, got {value!r}")
-
-
-def replace_checked(obj, **changes):
-    """``dataclasses.replace`` that names an unknown key instead of a TypeError about __init__."""
-    known = {f.name for f in fields(obj)}
-    unknown = sorted(set(changes) - known)
-    if unknown:
-        raise ValueError(f"unknown {type(obj).__name__} field(s) {unknown}; known: {sorted(known)}")
-    return replace(obj, **changes)
-
-
 @dataclass(frozen=True)
-class QuadrotorParams:
+class QuadrotorParams(Config):
     """Rigid-body quadrotor in X configuration (sources in the module docstring).
 
     Rotor order and spin follow PX4's quad-X: 0 front-right CCW, 1 rear-left CCW,
@@ -72,46 +41,29 @@ class QuadrotorParams:
     ``k_thrust * w_i^2`` along body +z and reaction torque ``-+k_torque * w_i^2`` about body z.
     """
 
-    mass_kg: float = _MASS_KG
-    inertia_kgm2: Tuple[float, float, float] = (
+    mass_kg: float = positive(_MASS_KG)
+    inertia_kgm2: Tuple[float, float, float] = positive((
         2.5e-3 * _INERTIA_SCALE,
         2.1e-3 * _INERTIA_SCALE,
         4.3e-3 * _INERTIA_SCALE,
-    )
-    arm_length_m: float = 0.125  # centre to rotor axis
-    k_thrust_n_per_rad2s2: float = 1.562522e-6  # thrust = k * w^2, N / (rad/s)^2
-    k_torque_nm_per_rad2s2: float = 1.562522e-6 * 0.022  # yaw reaction torque = k * w^2
-    motor_time_constant_s: float = 0.033  # first-order lag of rotor speed
-    rotor_speed_min_rad_s: float = 150.0  # idle; ESCs keep props spinning
-    rotor_speed_max_rad_s: float = 2800.0
-    drag_coeffs_per_s: Tuple[float, float, float] = (0.35, 0.35, 0.10)  # body-frame linear drag
-    collision_radius_m: float = 0.19  # 0.125 m arm + 0.0635 m 5-inch prop radius
-    gravity_mps2: float = GRAVITY_MPS2
+    ))
+    arm_length_m: float = positive(0.125)  # centre to rotor axis
+    k_thrust_n_per_rad2s2: float = positive(1.562522e-6)  # thrust = k * w^2, N / (rad/s)^2
+    k_torque_nm_per_rad2s2: float = positive(1.562522e-6 * 0.022)  # yaw reaction torque = k * w^2
+    motor_time_constant_s: float = positive(0.033)  # first-order lag of rotor speed
+    rotor_speed_min_rad_s: float = non_negative(150.0)  # idle; ESCs keep props spinning
+    rotor_speed_max_rad_s: float = positive(2800.0)
+    drag_coeffs_per_s: Tuple[float, float, float] = non_negative((0.35, 0.35, 0.10))  # body-frame linear drag
+    collision_radius_m: float = positive(0.19)  # 0.125 m arm + 0.0635 m 5-inch prop radius
+    gravity_mps2: float = non_negative(GRAVITY_MPS2)
 
-    def __post_init__(self):
-        _check_positive(
-            self,
-            "mass_kg",
-            "arm_length_m",
-            "k_thrust_n_per_rad2s2",
-            "k_torque_nm_per_rad2s2",
-            "motor_time_constant_s",
-            "rotor_speed_max_rad_s",
-            "collision_radius_m",
-        )
-        _check_nonnegative(self, "rotor_speed_min_rad_s", "gravity_mps2")
-        _check_vector(self, "inertia_kgm2", 3, positive=True)
-        _check_vector(self, "drag_coeffs_per_s", 3)
+    def _check(self):
         if self.rotor_speed_min_rad_s >= self.rotor_speed_max_rad_s:
-            raise ValueError(
-                f"QuadrotorParams.rotor_speed_min_rad_s ({self.rotor_speed_min_rad_s}) must be below "
-                f"rotor_speed_max_rad_s ({self.rotor_speed_max_rad_s})"
-            )
+            raise self._error("rotor_speed_min_rad_s", f"({self.rotor_speed_min_rad_s}) must be below "
+                              f"rotor_speed_max_rad_s ({self.rotor_speed_max_rad_s})")
         if self.max_total_thrust_n <= self.mass_kg * self.gravity_mps2:
-            raise ValueError(
-                f"QuadrotorParams: max thrust {self.max_total_thrust_n:.2f} N cannot lift "
-                f"{self.mass_kg} kg; raise rotor_speed_max_rad_s or k_thrust_n_per_rad2s2"
-            )
+            raise self._error("rotor_speed_max_rad_s", f"max thrust {self.max_total_thrust_n:.2f} N cannot lift "
+                              f"{self.mass_kg} kg; raise rotor_speed_max_rad_s or k_thrust_n_per_rad2s2")
 
     @property
     def max_total_thrust_n(self) -> float:
@@ -135,7 +87,7 @@ class QuadrotorParams:
 
 
 @dataclass(frozen=True)
-class PointMassParams:
+class PointMassParams(Config):
     """Point-mass quadrotor for fast runs (the "Back to Newton's Laws" training model).
 
     The commanded acceleration becomes a specific thrust (``a_cmd + g e3``) that the vehicle
@@ -144,33 +96,22 @@ class PointMassParams:
     command at up to ``max_yaw_rate_rad_s``.
     """
 
-    mass_kg: float = _MASS_KG
-    thrust_time_constant_s: float = 1.0 / 12.0
-    max_thrust_accel_mps2: float = 4.0 * 1.562522e-6 * 2800.0**2 / _MASS_KG  # same T/W as above
-    drag_coeffs_per_s: Tuple[float, float, float] = (0.35, 0.35, 0.10)  # world-frame linear drag
-    yaw_gain_per_s: float = 4.0
-    max_yaw_rate_rad_s: float = math.radians(200.0)
-    collision_radius_m: float = 0.19
-    gravity_mps2: float = GRAVITY_MPS2
+    mass_kg: float = positive(_MASS_KG)
+    thrust_time_constant_s: float = positive(1.0 / 12.0)
+    max_thrust_accel_mps2: float = positive(4.0 * 1.562522e-6 * 2800.0**2 / _MASS_KG)  # same T/W as above
+    drag_coeffs_per_s: Tuple[float, float, float] = non_negative((0.35, 0.35, 0.10))  # world-frame linear drag
+    yaw_gain_per_s: float = positive(4.0)
+    max_yaw_rate_rad_s: float = positive(math.radians(200.0))
+    collision_radius_m: float = positive(0.19)
+    gravity_mps2: float = non_negative(GRAVITY_MPS2)
 
-    def __post_init__(self):
-        _check_positive(
-            self,
-            "mass_kg",
-            "thrust_time_constant_s",
-            "max_thrust_accel_mps2",
-            "yaw_gain_per_s",
-            "max_yaw_rate_rad_s",
-            "collision_radius_m",
-        )
-        _check_nonnegative(self, "gravity_mps2")
-        _check_vector(self, "drag_coeffs_per_s", 3)
+    def _check(self):
         if self.max_thrust_accel_mps2 <= self.gravity_mps2:
-            raise ValueError("PointMassParams.max_thrust_accel_mps2 must exceed gravity to hover")
+            raise self._error("max_thrust_accel_mps2", "must exceed gravity to hover")
 
 
 @dataclass(frozen=True)
-class ControllerGains:
+class ControllerGains(Config):
     """Gains of the geometric SE(3) tracking controller (Lee, Leok, McClamroch, CDC 2010).
 
     Gains are given per unit mass / per unit inertia, so they survive a change of airframe:
@@ -182,35 +123,19 @@ class ControllerGains:
     test/sim/test_sim_controller.py.
     """
 
-    position_gain_per_s2: float = 10.0
-    velocity_gain_per_s: float = 5.5
-    attitude_gain_per_s2: float = 300.0
-    rate_gain_per_s: float = 30.0
-    yaw_attitude_gain_per_s2: float = 40.0  # yaw authority is ~20x weaker (reaction torque)
-    yaw_rate_gain_per_s: float = 10.0
-    max_tilt_rad: float = math.radians(45.0)
-    max_accel_mps2: float = 12.0  # norm of the commanded acceleration (gravity excluded)
-    max_position_correction_mps: float = 3.0  # speed the position error alone may demand
-
-    def __post_init__(self):
-        _check_positive(
-            self,
-            "position_gain_per_s2",
-            "velocity_gain_per_s",
-            "attitude_gain_per_s2",
-            "rate_gain_per_s",
-            "yaw_attitude_gain_per_s2",
-            "yaw_rate_gain_per_s",
-            "max_tilt_rad",
-            "max_accel_mps2",
-            "max_position_correction_mps",
-        )
-        if self.max_tilt_rad >= math.pi / 2:
-            raise ValueError(f"ControllerGains.max_tilt_rad must be below pi/2, got {self.max_tilt_rad}")
+    position_gain_per_s2: float = positive(10.0)
+    velocity_gain_per_s: float = positive(5.5)
+    attitude_gain_per_s2: float = positive(300.0)
+    rate_gain_per_s: float = positive(30.0)
+    yaw_attitude_gain_per_s2: float = positive(40.0)  # yaw authority is ~20x weaker (reaction torque)
+    yaw_rate_gain_per_s: float = positive(10.0)
+    max_tilt_rad: float = setting(math.radians(45.0), range=(0.0, math.pi / 2), low_open=True, high_open=True)
+    max_accel_mps2: float = positive(12.0)  # norm of the commanded acceleration (gravity excluded)
+    max_position_correction_mps: float = positive(3.0)  # speed the position error alone may demand
 
 
 @dataclass(frozen=True)
-class CameraParams:
+class CameraParams(Config):
     """Forward-looking pinhole depth camera (64 x 48, the policy's input size).
 
     ``mount_pitch_deg`` rotates the camera about body +y (FLU, right-handed), so a positive
@@ -219,42 +144,28 @@ class CameraParams:
     Default range 0.2..10 m is a RealSense D435-class envelope.
     """
 
-    width_px: int = 64
-    height_px: int = 48
-    hfov_deg: float = 90.0
-    min_range_m: float = 0.2
-    max_range_m: float = 10.0
+    width_px: int = setting(64, range=(1, math.inf))
+    height_px: int = setting(48, range=(1, math.inf))
+    hfov_deg: float = setting(90.0, range=(0.0, 180.0), low_open=True, high_open=True)
+    min_range_m: float = non_negative(0.2)
+    max_range_m: float = positive(10.0)
     mount_pitch_deg: float = 0.0
     offset_m: Tuple[float, float, float] = (0.0, 0.0, 0.0)
-    noise_std_m: float = 0.0
+    noise_std_m: float = non_negative(0.0)
 
-    def __post_init__(self):
-        for name in ("width_px", "height_px"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) > 0):
-                raise ValueError(f"CameraParams.{name} must be a positive integer, got {getattr(self, name)!r}")
-        _check_positive(self, "hfov_deg", "max_range_m")
-        _check_nonnegative(self, "min_range_m", "noise_std_m")
-        if not self.hfov_deg < 180.0:
-            raise ValueError(f"CameraParams.hfov_deg must be below 180, got {self.hfov_deg}")
+    def _check(self):
         if self.min_range_m >= self.max_range_m:
-            raise ValueError("CameraParams.min_range_m must be below max_range_m")
-        if len(self.offset_m) != 3 or not all(math.isfinite(v) for v in self.offset_m):
-            raise ValueError(f"CameraParams.offset_m must be 3 finite numbers, got {self.offset_m!r}")
-        if not math.isfinite(self.mount_pitch_deg):
-            raise ValueError("CameraParams.mount_pitch_deg must be finite")
+            raise self._error("min_range_m", f"({self.min_range_m}) must be below max_range_m ({self.max_range_m})")
 
 
 @dataclass(frozen=True)
-class OdometryParams:
+class OdometryParams(Config):
     """What the planner's odometry adds to the true state: Gaussian noise and a fixed latency.
 
     The flight controller itself uses the true state (its own EKF is assumed good); only the
     planner sees this degraded copy. Zero noise and latency by default.
     """
 
-    position_noise_std_m: float = 0.0
-    velocity_noise_std_mps: float = 0.0
-    latency_s: float = 0.0
-
-    def __post_init__(self):
-        _check_nonnegative(self, "position_noise_std_m", "velocity_noise_std_mps", "latency_s")
+    position_noise_std_m: float = non_negative(0.0)
+    velocity_noise_std_mps: float = non_negative(0.0)
+    latency_s: float = non_negative(0.0)

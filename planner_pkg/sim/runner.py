@@ -36,11 +36,13 @@ from typing import List, Optional, Protocol, Union, runtime_checkable
 
 import numpy as np
 
+from planner_pkg.config_schema import Config, non_negative, positive, setting
 from planner_pkg.sim.camera import DepthCamera
 from planner_pkg.sim.collision import CollisionMonitor
 from planner_pkg.sim.controller import PointMassController, SE3Controller
 from planner_pkg.sim.dynamics import RigidBodyQuadrotor
 from planner_pkg.sim.flight_log import EpisodeSummary, FlightLog, percentile_or_none
+from planner_pkg.sim.mission_judge import GOAL_TOLERANCE_M, MISSION_TIMEOUT_S
 from planner_pkg.sim.odometry import Odometry
 from planner_pkg.sim.params import (
     CameraParams,
@@ -73,37 +75,25 @@ class Planner(Protocol):
 
 
 @dataclass(frozen=True)
-class RunnerConfig:
+class RunnerConfig(Config):
     """Rates (Hz), limits and options of one closed-loop episode."""
 
-    dynamics_rate_hz: float = 500.0
-    control_rate_hz: float = 250.0
-    depth_rate_hz: float = 30.0  # 0 = no camera (the planner gets sensors=None)
+    dynamics_rate_hz: float = positive(500.0)
+    control_rate_hz: float = positive(250.0)
+    depth_rate_hz: float = non_negative(30.0)  # 0 = no camera (the planner gets sensors=None)
     point_cloud: bool = True  # attach the world-frame cloud to each frame
-    planner_rate_hz: Optional[float] = None  # None = the planner's own rate_hz
-    log_rate_hz: float = 50.0
-    timeout_s: float = 60.0
-    goal_tolerance_m: float = 0.5
-    vehicle: str = "quadrotor"  # or "point_mass"
-    vehicle_radius_m: Optional[float] = None  # None = the vehicle params' collision radius
+    planner_rate_hz: Optional[float] = positive(None)  # None = the planner's own rate_hz
+    log_rate_hz: float = positive(50.0)
+    timeout_s: float = positive(MISSION_TIMEOUT_S)
+    goal_tolerance_m: float = positive(GOAL_TOLERANCE_M)
+    vehicle: str = setting("quadrotor", choices=VEHICLES)  # or "point_mass"
+    vehicle_radius_m: Optional[float] = non_negative(None)  # None = the vehicle params' collision radius
     seed: int = 0
 
-    def __post_init__(self):
-        for name in ("dynamics_rate_hz", "control_rate_hz", "log_rate_hz", "timeout_s", "goal_tolerance_m"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"RunnerConfig.{name} must be positive and finite, got {value!r}")
-        if not (math.isfinite(self.depth_rate_hz) and self.depth_rate_hz >= 0):
-            raise ValueError(f"RunnerConfig.depth_rate_hz must be >= 0, got {self.depth_rate_hz!r}")
-        if self.planner_rate_hz is not None and not (math.isfinite(self.planner_rate_hz) and self.planner_rate_hz > 0):
-            raise ValueError(f"RunnerConfig.planner_rate_hz must be positive, got {self.planner_rate_hz!r}")
+    def _check(self):
         for name in ("control_rate_hz", "depth_rate_hz", "log_rate_hz"):
             if getattr(self, name) > self.dynamics_rate_hz:
-                raise ValueError(f"RunnerConfig.{name} cannot exceed dynamics_rate_hz ({self.dynamics_rate_hz})")
-        if self.vehicle not in VEHICLES:
-            raise ValueError(f"RunnerConfig.vehicle must be one of {VEHICLES}, got {self.vehicle!r}")
-        if self.vehicle_radius_m is not None and not self.vehicle_radius_m >= 0:
-            raise ValueError(f"RunnerConfig.vehicle_radius_m must be >= 0, got {self.vehicle_radius_m!r}")
+                raise self._error(name, f"cannot exceed dynamics_rate_hz ({self.dynamics_rate_hz})")
 
 
 @dataclass

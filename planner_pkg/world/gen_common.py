@@ -2,42 +2,32 @@
 from __future__ import annotations
 
 import math
-from dataclasses import fields
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from planner_pkg.config_schema import Schema, setting
 
 from .primitives import Obstacle
 from .world import MAX_EXTENT_M, MAX_OBSTACLES  # the caps (world.py says why); a bigger world is refused
 
-__all__ = ["check_seed", "make_params", "positive", "non_negative", "integer", "point",
-           "optional_positive", "to_mm", "check_inside", "enclosing_bounds", "set_field",
-           "map_size", "check_obstacle_count", "MAX_OBSTACLES", "MAX_EXTENT_M"]
+__all__ = ["check_seed", "make_params", "WORLD_SCHEMA", "extent", "at_least", "to_mm", "check_inside",
+           "enclosing_bounds", "set_field", "check_obstacle_count", "MAX_OBSTACLES", "MAX_EXTENT_M"]
 
 
-def _real(name: str, value: Any) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"parameter '{name}' must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"parameter '{name}' must be finite, got {value!r}")
-    return value
+#: The wording of the generators' errors: ``parameter 'size_x' must be > 0, got -1.0``.
+WORLD_SCHEMA = Schema(sep=" ", key_format="parameter '{}'",
+                      unknown=lambda keys, known, section: f"unknown parameter {keys[0]!r} (known: {', '.join(known)})")
 
 
-def positive(name: str, value: Any) -> float:
-    """``value`` as a float > 0, else ValueError naming ``name``."""
-    value = _real(name, value)
-    if not value > 0.0:
-        raise ValueError(f"parameter '{name}' must be > 0, got {value!r}")
-    return value
+def extent(default: float):
+    """A map extent / track size field: a float in (0, MAX_EXTENT_M] metres."""
+    return setting(default, range=(0.0, MAX_EXTENT_M), low_open=True)
 
 
-def map_size(name: str, value: Any) -> float:
-    """A map extent / track size: a float in (0, MAX_EXTENT_M] metres, else ValueError naming ``name``."""
-    value = positive(name, value)
-    if value > MAX_EXTENT_M:
-        raise ValueError(f"parameter '{name}' must be <= {MAX_EXTENT_M:g} m, got {value!r}")
-    return value
+def at_least(default, minimum: int = 0):
+    """An integer field >= ``minimum``."""
+    return setting(default, range=(minimum, math.inf))
 
 
 def check_obstacle_count(what: str, n: float) -> None:
@@ -45,36 +35,6 @@ def check_obstacle_count(what: str, n: float) -> None:
     if n > MAX_OBSTACLES:
         raise ValueError(f"{what} would make {n:.6g} obstacles, more than the {MAX_OBSTACLES} a generated world "
                          f"may have; lower it")
-
-
-def optional_positive(name: str, value: Any) -> Optional[float]:
-    """None, or ``value`` as a float > 0."""
-    return None if value is None else positive(name, value)
-
-
-def non_negative(name: str, value: Any) -> float:
-    """``value`` as a float >= 0, else ValueError naming ``name``."""
-    value = _real(name, value)
-    if value < 0.0:
-        raise ValueError(f"parameter '{name}' must be >= 0, got {value!r}")
-    return value
-
-
-def integer(name: str, value: Any, minimum: int = 0) -> int:
-    """``value`` as an int >= ``minimum``, else ValueError naming ``name``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"parameter '{name}' must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"parameter '{name}' must be >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def point(name: str, value: Any) -> tuple[float, float, float]:
-    """``value`` as an (x, y, z) tuple of finite floats (metres)."""
-    array = np.asarray(value, dtype=object)
-    if array.shape != (3,):
-        raise ValueError(f"parameter '{name}' must be 3 numbers (x, y, z), got {value!r}")
-    return tuple(_real(name, v) for v in array)
 
 
 def check_seed(seed: Any) -> int:
@@ -90,13 +50,9 @@ def set_field(obj: Any, name: str, value: Any) -> None:
 
 
 def make_params(cls: type, kind: str, params: dict) -> Any:
-    """Build ``cls(**params)``; an unknown name raises ValueError listing the known ones."""
-    known = [f.name for f in fields(cls)]
-    for name in params:
-        if name not in known:
-            raise ValueError(f"unknown parameter {name!r} for world kind {kind!r} "
-                             f"(known: {', '.join(known)})")
-    return cls(**params)
+    """``cls`` (a :class:`~planner_pkg.config_schema.Config`) from ``params``; an unknown name raises
+    ValueError listing the known ones."""
+    return cls.from_dict(params)
 
 
 def to_mm(values, low=None, high=None) -> np.ndarray:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
-from .gen_common import (check_inside, check_obstacle_count, enclosing_bounds, integer, map_size, non_negative,
-                         optional_positive, point, positive, set_field, to_mm)
+from planner_pkg.config_schema import Config, non_negative, positive
+
+from .gen_common import (WORLD_SCHEMA, at_least, check_inside, check_obstacle_count, enclosing_bounds, extent,
+                         set_field, to_mm)
 from .primitives import Box, Cylinder, Sphere
 from .world import World
 
@@ -38,7 +40,7 @@ def _map_corners(size_x: float, size_y: float, size_z: float):
 
 
 @dataclass(frozen=True)
-class ForestParams:
+class ForestParams(Config, schema=WORLD_SCHEMA, prefix=""):
     """Random forest of vertical tree trunks, after EGO-Planner's ``random_forest`` map.
 
     size_x, size_y: map extent, metres (x in [-size_x/2, size_x/2], same for y).
@@ -52,28 +54,21 @@ class ForestParams:
         the vertical column of that radius above each is free.
     """
 
-    size_x: float = 50.0
-    size_y: float = 20.0
-    size_z: float = 5.0
-    density: float = 0.1
-    count: Optional[int] = None
-    radius_min: float = 0.25
-    radius_max: float = 0.5
-    height_min: float = 4.0
-    height_max: float = 5.0
-    start: tuple = (-20.0, 0.0, 1.0)
-    goal: tuple = (20.0, 0.0, 1.0)
-    clear_radius: float = 2.0
+    size_x: float = extent(50.0)
+    size_y: float = extent(20.0)
+    size_z: float = extent(5.0)
+    density: float = non_negative(0.1)
+    count: Optional[int] = at_least(None)
+    radius_min: float = positive(0.25)
+    radius_max: float = positive(0.5)
+    height_min: float = positive(4.0)
+    height_max: float = positive(5.0)
+    start: Tuple[float, float, float] = (-20.0, 0.0, 1.0)
+    goal: Tuple[float, float, float] = (20.0, 0.0, 1.0)
+    clear_radius: float = non_negative(2.0)
 
-    def __post_init__(self) -> None:
-        for name in ("size_x", "size_y", "size_z"):
-            set_field(self, name, map_size(name, getattr(self, name)))
-        for name in ("radius_min", "radius_max", "height_min", "height_max"):
-            set_field(self, name, positive(name, getattr(self, name)))
-        set_field(self, "density", non_negative("density", self.density))
-        set_field(self, "clear_radius", non_negative("clear_radius", self.clear_radius))
+    def _check(self) -> None:
         if self.count is not None:
-            set_field(self, "count", integer("count", self.count))
             check_obstacle_count("parameter 'count'", self.count)
         else:
             trees = self.density * self.size_x * self.size_y  # a float: 1e300 per m^2 is inf, not an int
@@ -88,7 +83,6 @@ class ForestParams:
             raise ValueError(f"parameter 'radius_max' ({self.radius_max}) is too large for the map")
         low, high = _map_corners(self.size_x, self.size_y, self.size_z)
         for name in ("start", "goal"):
-            set_field(self, name, point(name, getattr(self, name)))
             check_inside(name, getattr(self, name), low, high)
 
 
@@ -125,7 +119,7 @@ def forest(params: ForestParams, rng: np.random.Generator) -> World:
 
 
 @dataclass(frozen=True)
-class ClutteredParams:
+class ClutteredParams(Config, schema=WORLD_SCHEMA, prefix=""):
     """Cluttered course of random spheres, yawed boxes and trunks, as in the differentiable-physics
     drone papers (e.g. "Back to Newton's Laws", 2024).
 
@@ -142,46 +136,33 @@ class ClutteredParams:
     clear_radius: no obstacle comes within this distance (metres) of start or goal.
     """
 
-    size_x: float = 40.0
-    size_y: float = 20.0
-    size_z: float = 6.0
-    count: int = 80
-    sphere_weight: float = 1.0
-    box_weight: float = 1.0
-    cylinder_weight: float = 1.0
-    sphere_radius_min: float = 0.3
-    sphere_radius_max: float = 1.0
-    box_size_min: float = 0.4
-    box_size_max: float = 2.5
-    cylinder_radius_min: float = 0.2
-    cylinder_radius_max: float = 0.6
-    cylinder_height_min: float = 1.0
-    cylinder_height_max: Optional[float] = None
+    size_x: float = extent(40.0)
+    size_y: float = extent(20.0)
+    size_z: float = extent(6.0)
+    count: int = at_least(80)
+    sphere_weight: float = non_negative(1.0)
+    box_weight: float = non_negative(1.0)
+    cylinder_weight: float = non_negative(1.0)
+    sphere_radius_min: float = positive(0.3)
+    sphere_radius_max: float = positive(1.0)
+    box_size_min: float = positive(0.4)
+    box_size_max: float = positive(2.5)
+    cylinder_radius_min: float = positive(0.2)
+    cylinder_radius_max: float = positive(0.6)
+    cylinder_height_min: float = positive(1.0)
+    cylinder_height_max: Optional[float] = positive(None)
     ceiling: bool = False
-    start: tuple = (-15.0, 0.0, 1.5)
-    goal: tuple = (15.0, 0.0, 1.5)
-    clear_radius: float = 2.0
+    start: Tuple[float, float, float] = (-15.0, 0.0, 1.5)
+    goal: Tuple[float, float, float] = (15.0, 0.0, 1.5)
+    clear_radius: float = non_negative(2.0)
 
-    def __post_init__(self) -> None:
-        for name in ("size_x", "size_y", "size_z"):
-            set_field(self, name, map_size(name, getattr(self, name)))
-        for name in ("sphere_radius_min", "sphere_radius_max",
-                     "box_size_min", "box_size_max", "cylinder_radius_min", "cylinder_radius_max",
-                     "cylinder_height_min"):
-            set_field(self, name, positive(name, getattr(self, name)))
-        set_field(self, "cylinder_height_max",
-                  optional_positive("cylinder_height_max", self.cylinder_height_max))
+    def _check(self) -> None:
         if self.cylinder_height_max is None:
             set_field(self, "cylinder_height_max", self.size_z)
-        set_field(self, "count", integer("count", self.count))
         check_obstacle_count("parameter 'count'", self.count)
-        for name in ("sphere_weight", "box_weight", "cylinder_weight", "clear_radius"):
-            set_field(self, name, non_negative(name, getattr(self, name)))
         if self.sphere_weight + self.box_weight + self.cylinder_weight <= 0.0:
             raise ValueError("parameters 'sphere_weight', 'box_weight', 'cylinder_weight' must not"
                              " all be 0")
-        if not isinstance(self.ceiling, (bool, np.bool_)):
-            raise ValueError(f"parameter 'ceiling' must be True or False, got {self.ceiling!r}")
         for low, high in (("sphere_radius_min", "sphere_radius_max"),
                           ("box_size_min", "box_size_max"),
                           ("cylinder_radius_min", "cylinder_radius_max"),
@@ -202,7 +183,6 @@ class ClutteredParams:
                                  "the map")
         low, high = _map_corners(self.size_x, self.size_y, self.size_z)
         for name in ("start", "goal"):
-            set_field(self, name, point(name, getattr(self, name)))
             check_inside(name, getattr(self, name), low, high)
 
 

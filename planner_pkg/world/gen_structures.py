@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 
-from .gen_common import (check_inside, check_obstacle_count, enclosing_bounds, integer, map_size, non_negative,
-                         optional_positive, point, positive, set_field, to_mm)
+from planner_pkg.config_schema import Config, non_negative, positive
+
+from .gen_common import (WORLD_SCHEMA, at_least, check_inside, check_obstacle_count, enclosing_bounds, extent,
+                         set_field, to_mm)
 from .primitives import Box
 from .world import World
 
@@ -24,7 +26,7 @@ _TRACK_MARGIN_M = 2.0
 
 
 @dataclass(frozen=True)
-class WallsParams:
+class WallsParams(Config, schema=WORLD_SCHEMA, prefix=""):
     """Walls across the x axis between start and goal, each with rectangular windows to fly
     through. Walls span the whole map width and height, so windows are the only way past.
 
@@ -40,33 +42,25 @@ class WallsParams:
     clear_radius: no wall comes within this distance (metres) of start or goal.
     """
 
-    size_x: float = 40.0
-    size_y: float = 10.0
-    size_z: float = 4.0
-    num_walls: int = 4
-    thickness: float = 0.3
-    windows_per_wall: int = 1
-    window_width: float = 1.5
-    window_height: float = 1.5
-    sill_min: float = 0.5
-    sill_max: Optional[float] = None
-    start: tuple = (-18.0, 0.0, 1.5)
-    goal: tuple = (18.0, 0.0, 1.5)
-    clear_radius: float = 2.0
+    size_x: float = extent(40.0)
+    size_y: float = extent(10.0)
+    size_z: float = extent(4.0)
+    num_walls: int = at_least(4)
+    thickness: float = positive(0.3)
+    windows_per_wall: int = at_least(1, 1)
+    window_width: float = positive(1.5)
+    window_height: float = positive(1.5)
+    sill_min: float = non_negative(0.5)
+    sill_max: Optional[float] = positive(None)
+    start: Tuple[float, float, float] = (-18.0, 0.0, 1.5)
+    goal: Tuple[float, float, float] = (18.0, 0.0, 1.5)
+    clear_radius: float = non_negative(2.0)
 
-    def __post_init__(self) -> None:
-        for name in ("size_x", "size_y", "size_z"):
-            set_field(self, name, map_size(name, getattr(self, name)))
-        for name in ("thickness", "window_width", "window_height"):
-            set_field(self, name, positive(name, getattr(self, name)))
-        set_field(self, "num_walls", integer("num_walls", self.num_walls))
-        set_field(self, "windows_per_wall", integer("windows_per_wall", self.windows_per_wall, 1))
+    def _check(self) -> None:
         # each wall is at most 3 boxes per window plus one (_wall_pieces)
         check_obstacle_count(f"parameters 'num_walls' ({self.num_walls}) x 'windows_per_wall' "
                              f"({self.windows_per_wall})", self.num_walls * (3 * self.windows_per_wall + 1))
-        set_field(self, "sill_min", non_negative("sill_min", self.sill_min))
-        set_field(self, "clear_radius", non_negative("clear_radius", self.clear_radius))
-        sill_max = optional_positive("sill_max", self.sill_max)
+        sill_max = self.sill_max
         if sill_max is None:
             sill_max = max(self.sill_min, self.size_z - self.window_height - 0.5)
         set_field(self, "sill_max", sill_max)
@@ -82,7 +76,6 @@ class WallsParams:
         low = (-0.5 * self.size_x, -0.5 * self.size_y, 0.0)
         high = (0.5 * self.size_x, 0.5 * self.size_y, self.size_z)
         for name in ("start", "goal"):
-            set_field(self, name, point(name, getattr(self, name)))
             check_inside(name, getattr(self, name), low, high)
         room = (self.goal[0] - self.start[0]) - 2.0 * self.clear_radius
         if room <= self.num_walls * self.thickness:
@@ -136,7 +129,7 @@ def walls(params: WallsParams, rng: np.random.Generator) -> World:
 
 
 @dataclass(frozen=True)
-class GatesParams:
+class GatesParams(Config, schema=WORLD_SCHEMA, prefix=""):
     """A closed racing track of square gates on an ellipse around the origin.
 
     Gate i sits at track angle 2*pi*(i + 0.5)/num_gates, facing along the track, so flying the
@@ -155,29 +148,20 @@ class GatesParams:
     clear_radius: no gate comes within this horizontal distance (metres) of the start point.
     """
 
-    num_gates: int = 6
-    track_radius_x: float = 12.0
-    track_radius_y: float = 8.0
-    gate_opening: float = 1.5
-    bar_width: float = 0.15
-    gate_height: float = 2.0
-    height_jitter: float = 0.5
-    position_jitter: float = 0.5
-    yaw_jitter: float = 0.2
+    num_gates: int = at_least(6, 1)
+    track_radius_x: float = extent(12.0)
+    track_radius_y: float = extent(8.0)
+    gate_opening: float = positive(1.5)
+    bar_width: float = positive(0.15)
+    gate_height: float = positive(2.0)
+    height_jitter: float = non_negative(0.5)
+    position_jitter: float = non_negative(0.5)
+    yaw_jitter: float = non_negative(0.2)
     legs: bool = True
-    clear_radius: float = 1.5
+    clear_radius: float = non_negative(1.5)
 
-    def __post_init__(self) -> None:
-        set_field(self, "num_gates", integer("num_gates", self.num_gates, 1))
+    def _check(self) -> None:
         check_obstacle_count(f"parameter 'num_gates' ({self.num_gates}, 4 boxes each)", 4 * self.num_gates)
-        for name in ("track_radius_x", "track_radius_y"):
-            set_field(self, name, map_size(name, getattr(self, name)))
-        for name in ("gate_opening", "bar_width", "gate_height"):
-            set_field(self, name, positive(name, getattr(self, name)))
-        for name in ("height_jitter", "position_jitter", "yaw_jitter", "clear_radius"):
-            set_field(self, name, non_negative(name, getattr(self, name)))
-        if not isinstance(self.legs, (bool, np.bool_)):
-            raise ValueError(f"parameter 'legs' must be True or False, got {self.legs!r}")
         if self.yaw_jitter >= 0.5 * math.pi:
             raise ValueError(f"parameter 'yaw_jitter' ({self.yaw_jitter}) must be < pi/2")
         lowest = self.gate_height - self.height_jitter - 0.5 * self.gate_opening - self.bar_width

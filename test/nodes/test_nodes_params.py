@@ -34,9 +34,9 @@ def test_build_config_refuses_with_a_reason_naming_the_parameter():
     assert cfg.max_vel_mps is None and cfg.rate_hz == 20.0
     with pytest.raises(ValueError, match="geofence"):
         build_config(PlannerNodeConfig, specs, {"geofence_min_m": [0.0, 0.0, 5.0], "geofence_max_m": [1.0, 1.0, 1.0]})
-    with pytest.raises(ValueError, match="outside its range"):
+    with pytest.raises(ValueError, match=r"^odom_timeout_s must be a finite number in 0\.01\.\.10, got -1\.0$"):
         build_config(PlannerNodeConfig, specs, {"odom_timeout_s": -1.0})
-    with pytest.raises(ValueError, match="not one of"):
+    with pytest.raises(ValueError, match=r"^planner must be one of \(.*'ego'.*\), got 'rrt'$"):
         build_config(PlannerNodeConfig, specs, {"planner": "rrt"})
     with pytest.raises(ValueError, match="unknown parameter"):
         build_config(PlannerNodeConfig, specs, {"max_velocity": 2.0})
@@ -88,7 +88,7 @@ def test_node_refuses_out_of_range_parameters_at_startup_and_at_runtime(ros):
     bad = node.set_parameters([Parameter("rate_hz", value=5000.0)])[0]
     assert not bad.successful and "rate_hz" in bad.reason
     bad = node.set_parameters([Parameter("yaw_mode", value="sideways")])[0]
-    assert not bad.successful and "not one of" in bad.reason
+    assert not bad.successful and "yaw_mode must be one of" in bad.reason
     ok = node.set_parameters([Parameter("max_yaw_rate_rad_s", value=1.0)])[0]
     assert ok.successful and node.params.config.max_yaw_rate_rad_s == 1.0 and node.yaw.max_rate == 1.0
     described = node.describe_parameters(["rate_hz"])[0]
@@ -103,3 +103,35 @@ def test_planner_node_cross_field_check_at_runtime(ros):
     assert not res.successful and "geofence" in res.reason
     res = node.set_parameters([Parameter("planner", value="direct"), Parameter("rate_hz", value=20.0)])
     assert all(r.successful for r in res) and node.params.config.rate_hz == 20.0
+
+
+def test_descriptors_carry_the_config_metadata_and_the_config_validates_changes(ros):
+    """The ROS descriptors are read from the config's field metadata (one declaration): ranges,
+    bounds text, choices, descriptions; the optimiser's speed limits, which EgoConfig sets itself,
+    are not parameters; a change is validated by the config and refused naming the parameter."""
+    from rclpy.parameter import Parameter
+
+    from planner_pkg.nodes.params import ConfigParameters
+
+    node = ros.node("config_descriptors")
+    params = ConfigParameters(node, EgoConfig, prefix="ego.")
+    assert "ego.optimizer.max_vel_mps" not in params.names and "ego.optimizer.max_acc_mps2" not in params.names
+    assert "ego.optimizer.max_rebounds" in params.names
+    names = ["ego.max_vel_mps", "ego.speed_headroom", "ego.max_consecutive_failures", "ego.map.unknown",
+             "ego.unknown_space.margin_m", "ego.emergency_decel_mps2"]
+    vel, headroom, failures, unknown, margin, decel = node.describe_parameters(names)
+    assert vel.floating_point_range[0].from_value == 0.0 and vel.additional_constraints == "must be > 0"
+    assert vel.description.startswith("speed and acceleration limits")  # the docstring line of the field
+    assert (headroom.floating_point_range[0].from_value, headroom.floating_point_range[0].to_value) == (0.0, 0.5)
+    assert failures.integer_range[0].from_value == 1 and failures.additional_constraints == "must be >= 1"
+    assert unknown.additional_constraints == "one of: free, occupied"
+    assert margin.floating_point_range[0].to_value == 10.0 and "unobserved" in margin.description
+    assert not decel.floating_point_range and "(NaN = none)" in decel.description  # optional: NaN passes
+    bad = node.set_parameters([Parameter("ego.max_vel_mps", value=0.0)])[0]  # inside the closed descriptor range
+    assert not bad.successful and "ego.max_vel_mps must be a positive finite number" in bad.reason
+    bad = node.set_parameters([Parameter("ego.map.prob_hit", value=0.4)])[0]  # a cross-field rule
+    assert not bad.successful and "ego.map.prob_miss" in bad.reason
+    ok = node.set_parameters([Parameter("ego.map.unknown", value="occupied"),
+                              Parameter("ego.emergency_decel_mps2", value=math.nan)])
+    assert all(r.successful for r in ok)
+    assert params.config.map.unknown.value == "occupied" and params.config.emergency_decel_mps2 is None

@@ -8,7 +8,7 @@ from scipy.spatial.transform import Rotation
 
 from planner_pkg.sim.dynamics import RigidBodyQuadrotor
 from planner_pkg.sim.mixer import Mixer
-from planner_pkg.sim.params import PointMassParams, QuadrotorParams, replace_checked
+from planner_pkg.sim.params import PointMassParams, QuadrotorParams
 from planner_pkg.sim.point_mass import AccelerationCommand, PointMassQuadrotor
 from planner_pkg.types import VehicleState
 
@@ -148,9 +148,10 @@ def test_params_validate_and_name_the_bad_field():
         QuadrotorParams(mass_kg=-1.0)
     with pytest.raises(ValueError, match="cannot lift"):
         QuadrotorParams(mass_kg=10.0)
-    with pytest.raises(ValueError, match="unknown QuadrotorParams field"):
-        replace_checked(P, mass=2.0)
-    assert replace_checked(P, mass_kg=1.2).mass_kg == 1.2
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['QuadrotorParams\.mass'\]; known in QuadrotorParams: "
+                                         r".*'mass_kg'"):
+        P.with_overrides({"mass": 2.0})
+    assert P.with_overrides({"mass_kg": 1.2}).mass_kg == 1.2
 
 
 # -- point mass ------------------------------------------------------------------------------------

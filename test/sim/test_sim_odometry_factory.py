@@ -55,5 +55,5 @@ def test_planner_factory():
         make_planner("policy", PlannerOptions(model_path="/nonexistent/model.agm"))
     with pytest.raises(ValueError, match="unknown planner"):
         make_planner("rrt")
-    with pytest.raises(ValueError, match="max velocity"):
+    with pytest.raises(ValueError, match="max_vel_mps must be a positive finite number"):
         PlannerOptions(max_vel_mps=-1.0)

@@ -1,7 +1,7 @@
 """Typed, validated configuration of the FCU bridge (defaults live here, nowhere else).
 
 The ``fcu_bridge`` ROS parameters and the hardware YAML files are views of :class:`BridgeConfig`:
-``BridgeConfig.from_dict`` takes nested dicts (YAML) or dotted keys
+``BridgeConfig.from_dict`` (:class:`planner_pkg.config_schema.Config`) takes nested dicts (YAML) or dotted keys
 (``"failsafe.geofence.kind"``, the ROS parameter spelling) and names the offending key in every
 error. All distances are metres in the world ENU frame, times seconds, rates hertz.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Tuple
+from typing import Tuple
 
-from planner_pkg.config_schema import Schema
+from planner_pkg.config_schema import Config, Schema, setting
 
 from .connection import parse_url
 
-__all__ = ["GeofenceConfig", "EnvelopeConfig", "FailsafeConfig", "BridgeConfig", "from_dict"]
+__all__ = ["GeofenceConfig", "EnvelopeConfig", "FailsafeConfig", "BridgeConfig"]
 
 _AUTOPILOTS = ("auto", "px4", "ardupilot")
 _FENCE_KINDS = ("none", "box", "cylinder")
@@ -30,25 +30,25 @@ _NON_NEGATIVE = dict(range=(0.0, float("inf")))
 
 
 @dataclass(frozen=True)
-class GeofenceConfig:
+class GeofenceConfig(Config, schema=_SCHEMA, prefix="failsafe.geofence."):
     """Where the vehicle may go, ENU metres. ``kind``: ``none``, ``box`` (``box_min_m`` ..
     ``box_max_m``) or ``cylinder`` (``center_m`` (x, y), ``radius_m``, ``z_min_m`` .. ``z_max_m``).
     ``margin_m``: within this distance of the boundary, velocity/acceleration pointing out is cut."""
 
-    kind: str = "none"
-    box_min_m: Tuple[float, float, float] = (-50.0, -50.0, 0.0)
-    box_max_m: Tuple[float, float, float] = (50.0, 50.0, 20.0)
-    center_m: Tuple[float, float] = (0.0, 0.0)
-    radius_m: float = 50.0
-    z_min_m: float = 0.0
-    z_max_m: float = 20.0
-    margin_m: float = 0.5
+    kind: str = setting("none", choices=_FENCE_KINDS, description="none, box or cylinder")
+    box_min_m: Tuple[float, float, float] = setting((-50.0, -50.0, 0.0), description=(
+        "box fence: lowest corner (x, y, z), m, map frame"))
+    box_max_m: Tuple[float, float, float] = setting((50.0, 50.0, 20.0), description=(
+        "box fence: highest corner (x, y, z), m, map frame"))
+    center_m: Tuple[float, float] = setting((0.0, 0.0), description="cylinder fence: axis (x, y), m, map frame")
+    radius_m: float = setting(50.0, description="cylinder fence: radius, m")
+    z_min_m: float = setting(0.0, description="cylinder fence: floor, m")
+    z_max_m: float = setting(20.0, description="cylinder fence: ceiling, m")
+    margin_m: float = setting(0.5, **_NON_NEGATIVE, description=(
+        "within this distance of the fence, motion pointing out is cut, m"))
 
-    def __post_init__(self):
+    def _check(self):
         p = "failsafe.geofence."
-        _SCHEMA.choice(f"{p}kind", self.kind, _FENCE_KINDS)
-        for name, n in (("box_min_m", 3), ("box_max_m", 3), ("center_m", 2)):
-            _SCHEMA.vector(f"{p}{name}", getattr(self, name), n)
         if self.kind == "box" and not all(lo < hi for lo, hi in zip(self.box_min_m, self.box_max_m)):
             raise _SCHEMA.error(f"{p}box_min_m", f"{list(self.box_min_m)} must be below box_max_m "
                                 f"{list(self.box_max_m)} on every axis")
@@ -56,7 +56,6 @@ class GeofenceConfig:
             _SCHEMA.number(f"{p}radius_m", self.radius_m, **_POSITIVE)
             if not self.z_min_m < self.z_max_m:
                 raise _SCHEMA.error(f"{p}z_min_m", f"({self.z_min_m}) must be below z_max_m ({self.z_max_m})")
-        _SCHEMA.number(f"{p}margin_m", self.margin_m, **_NON_NEGATIVE)
 
 
 #: Highest envelope the config accepts: the telemetry plausibility bounds (telemetry.py), far
@@ -75,7 +74,7 @@ def _fence_reach_m(fence: GeofenceConfig) -> float:
 
 
 @dataclass(frozen=True)
-class EnvelopeConfig:
+class EnvelopeConfig(Config, schema=_SCHEMA, prefix="failsafe.envelope."):
     """What a working planner could ever ask for; a setpoint beyond it is refused, never clamped.
 
     The clamps in :class:`FailsafeConfig` shape plausible setpoints (a little too fast -> the speed
@@ -88,18 +87,19 @@ class EnvelopeConfig:
     acceleration setpoint, m/s^2. max_yaw_rate_radps: |yaw rate|, rad/s.
     """
 
-    max_position_m: float = 10_000.0
-    max_speed_mps: float = 50.0
-    max_acceleration_mps2: float = 50.0
-    max_yaw_rate_radps: float = 20.0
-
-    def __post_init__(self):
-        for name, cap in _ENVELOPE_CAPS.items():
-            _SCHEMA.number(f"failsafe.envelope.{name}", getattr(self, name), range=(0.0, cap), low_open=True)
+    max_position_m: float = setting(10_000.0, range=(0.0, _ENVELOPE_CAPS["max_position_m"]), low_open=True,
+                                    description="a position setpoint farther than this from the FCU's origin is "
+                                                "refused, m")
+    max_speed_mps: float = setting(50.0, range=(0.0, _ENVELOPE_CAPS["max_speed_mps"]), low_open=True,
+                                    description="a velocity setpoint faster than this is refused (not clamped), m/s")
+    max_acceleration_mps2: float = setting(50.0, range=(0.0, _ENVELOPE_CAPS["max_acceleration_mps2"]), low_open=True,
+                                    description="an acceleration setpoint above this is refused (not clamped), m/s^2")
+    max_yaw_rate_radps: float = setting(20.0, range=(0.0, _ENVELOPE_CAPS["max_yaw_rate_radps"]), low_open=True,
+                                    description="a yaw rate setpoint above this is refused (not clamped), rad/s")
 
 
 @dataclass(frozen=True)
-class FailsafeConfig:
+class FailsafeConfig(Config, schema=_SCHEMA, prefix="failsafe."):
     """Failsafes the bridge enforces regardless of what the planner does.
 
     stale_setpoint_s: no setpoint from the planner for this long while the FCU follows us ->
@@ -111,21 +111,22 @@ class FailsafeConfig:
         the geofence).
     """
 
-    stale_setpoint_s: float = 0.5
-    land_after_hold_s: float = 5.0
-    state_max_age_s: float = 0.5
-    max_horizontal_speed_mps: float = 5.0
-    max_vertical_speed_mps: float = 2.0
-    max_acceleration_mps2: float = 5.0
-    max_yaw_rate_radps: float = 3.0
+    stale_setpoint_s: float = setting(0.5, **_POSITIVE, description=(
+        "no setpoint for this long while the FCU follows us -> hold position, s"))
+    land_after_hold_s: float = setting(5.0, **_NON_NEGATIVE, description="holding for this long -> land, s")
+    state_max_age_s: float = setting(0.5, **_POSITIVE, description=(
+        "OFFBOARD/GUIDED needs a state estimate younger than this, s"))
+    max_horizontal_speed_mps: float = setting(5.0, **_POSITIVE, description=(
+        "clamp on the horizontal velocity of every setpoint, m/s"))
+    max_vertical_speed_mps: float = setting(2.0, **_POSITIVE, description=(
+        "clamp on the vertical velocity of every setpoint, m/s"))
+    max_acceleration_mps2: float = setting(5.0, **_POSITIVE, description=(
+        "clamp on the acceleration of every setpoint, m/s^2"))
+    max_yaw_rate_radps: float = setting(3.0, **_POSITIVE, description="clamp on the yaw rate of every setpoint, rad/s")
     geofence: GeofenceConfig = field(default_factory=GeofenceConfig)
     envelope: EnvelopeConfig = field(default_factory=EnvelopeConfig)
 
-    def __post_init__(self):
-        for name in ("stale_setpoint_s", "state_max_age_s", "max_horizontal_speed_mps",
-                     "max_vertical_speed_mps", "max_acceleration_mps2", "max_yaw_rate_radps"):
-            _SCHEMA.number(f"failsafe.{name}", getattr(self, name), **_POSITIVE)
-        _SCHEMA.number("failsafe.land_after_hold_s", self.land_after_hold_s, **_NON_NEGATIVE)
+    def _check(self):
         env = self.envelope
         # A clamp above the envelope would refuse setpoints the clamp is meant to shape.
         fastest = math.hypot(self.max_horizontal_speed_mps, self.max_vertical_speed_mps)
@@ -144,8 +145,13 @@ class FailsafeConfig:
                                 f"geofence, which reaches {reach:g} m from the origin")
 
 
+_SIGNING_KEY_REFUSED = ("the signing key is never a parameter (parameters end up in logs); write it to a file "
+                        "with mode 600 and set signing_key_path")
+_FORBIDDEN = {name: _SIGNING_KEY_REFUSED for name in ("signing_key", "secret_key", "key")}
+
+
 @dataclass(frozen=True)
-class BridgeConfig:
+class BridgeConfig(Config, schema=_SCHEMA, prefix="", refuse=_FORBIDDEN):
     """Everything the FCU bridge needs (see the module doc for units).
 
     fcu_url: see ``connection.parse_url``. autopilot: ``auto`` (trust the HEARTBEAT), ``px4`` or
@@ -161,65 +167,48 @@ class BridgeConfig:
     m, a HOME_POSITION must lie in to be believed (PX4 takes off to home + height).
     """
 
-    fcu_url: str = "udpin:0.0.0.0:14540"
-    autopilot: str = "auto"
-    system_id: int = 1
-    component_id: int = 191
-    fcu_system_id: int = 0
-    fcu_component_id: int = 1
-    heartbeat_rate_hz: float = 1.0
-    setpoint_rate_hz: float = 20.0
-    max_setpoint_rate_hz: float = 100.0
-    telemetry_rate_hz: float = 30.0
-    request_odometry: bool = False
-    timesync_rate_hz: float = 1.0
-    link_timeout_s: float = 1.5
-    connect_timeout_s: float = 10.0
-    reconnect_backoff_s: float = 0.5
-    command_timeout_s: float = 1.0
-    command_retries: int = 2
-    confirm_timeout_s: float = 2.0
-    offboard_prime_s: float = 0.5
-    signing_key_path: str = ""
-    signing_link_id: int = 0
-    home_altitude_range_m: Tuple[float, float] = (-500.0, 9000.0)
+    fcu_url: str = setting("udpin:0.0.0.0:14540", description=(
+        "FCU link: udpin:HOST:PORT (listen), udpout:HOST:PORT, tcp:HOST:PORT, or /dev/DEVICE:BAUD"))
+    autopilot: str = setting("auto", choices=_AUTOPILOTS, description=(
+        "auto (trust the HEARTBEAT), px4 or ardupilot (refuse any other autopilot)"))
+    system_id: int = setting(1, range=(1, 255), description="our MAVLink system id (a companion shares the vehicle's)")
+    component_id: int = setting(191, range=(1, 255), description="our MAVLink component id (191 = onboard computer)")
+    fcu_system_id: int = setting(0, range=(0, 255), description="the FCU's system id; 0 = the first autopilot heard")
+    fcu_component_id: int = setting(1, range=(1, 255), description="the FCU's component id (1 = autopilot)")
+    heartbeat_rate_hz: float = setting(1.0, **_POSITIVE, description="rate of our HEARTBEAT, Hz")
+    setpoint_rate_hz: float = setting(20.0, description="keep-alive rate of the setpoint stream, Hz (20..250)")
+    max_setpoint_rate_hz: float = setting(100.0, description="most setpoints per second put on the wire, Hz")
+    telemetry_rate_hz: float = setting(30.0, **_NON_NEGATIVE, description=(
+        "position/attitude rate asked of the FCU, Hz (0 = the FCU's defaults)"))
+    request_odometry: bool = setting(False, description="also ask the FCU for ODOMETRY (carries covariances)")
+    timesync_rate_hz: float = setting(1.0, **_NON_NEGATIVE, description="TIMESYNC rate, Hz (0 = off)")
+    link_timeout_s: float = setting(1.5, **_POSITIVE, description="FCU silence after which the link counts as lost, s")
+    connect_timeout_s: float = setting(10.0, **_POSITIVE, description=(
+        "log an error with hints when no FCU HEARTBEAT came for this long, s"))
+    reconnect_backoff_s: float = setting(0.5, **_POSITIVE, description=(
+        "pause between attempts to reopen a lost serial/TCP link, s"))
+    command_timeout_s: float = setting(1.0, **_POSITIVE, description="wait for a COMMAND_ACK per attempt, s")
+    command_retries: int = setting(2, range=(0, 10), description="extra attempts of an unanswered command")
+    confirm_timeout_s: float = setting(2.0, **_POSITIVE, description=(
+        "after an ACK, wait for the HEARTBEAT to show the new mode/arming, s"))
+    offboard_prime_s: float = setting(0.5, **_NON_NEGATIVE, description=(
+        "PX4: stream setpoints this long before asking for OFFBOARD, s"))
+    signing_key_path: str = setting("", description=(
+        "file (mode 600) with the MAVLink 2 signing key; empty = unsigned link"))
+    signing_link_id: int = setting(0, range=(0, 255), description="MAVLink 2 signing link id")
+    home_altitude_range_m: Tuple[float, float] = setting((-500.0, 9000.0), description=(
+        "(low, high) AMSL altitude, m, a HOME_POSITION must lie in to be believed"))
     failsafe: FailsafeConfig = field(default_factory=FailsafeConfig)
 
-    def __post_init__(self):
+    def _check(self):
         parse_url(self.fcu_url)
-        _SCHEMA.choice("autopilot", self.autopilot, _AUTOPILOTS)
-        for name, lo in (("system_id", 1), ("component_id", 1), ("fcu_system_id", 0), ("fcu_component_id", 1)):
-            _SCHEMA.integer(name, getattr(self, name), (lo, 255))
         if not 20.0 <= self.setpoint_rate_hz <= 250.0:
             raise _SCHEMA.error("setpoint_rate_hz", "must be in 20..250 Hz (PX4 leaves OFFBOARD below 2 Hz; 20 Hz "
                                 f"leaves margin for lost packets), got {self.setpoint_rate_hz}")
         if not self.max_setpoint_rate_hz >= self.setpoint_rate_hz:
             raise _SCHEMA.error("max_setpoint_rate_hz", f"({self.max_setpoint_rate_hz}) must be >= setpoint_rate_hz "
                                 f"({self.setpoint_rate_hz})")
-        for name in ("heartbeat_rate_hz", "link_timeout_s", "connect_timeout_s", "reconnect_backoff_s",
-                     "command_timeout_s", "confirm_timeout_s"):
-            _SCHEMA.number(name, getattr(self, name), **_POSITIVE)
-        for name in ("telemetry_rate_hz", "timesync_rate_hz", "offboard_prime_s"):
-            _SCHEMA.number(name, getattr(self, name), **_NON_NEGATIVE)
-        _SCHEMA.integer("command_retries", self.command_retries, (0, 10))
-        _SCHEMA.integer("signing_link_id", self.signing_link_id, (0, 255))
-        low, high = _SCHEMA.vector("home_altitude_range_m", self.home_altitude_range_m, 2)
+        low, high = self.home_altitude_range_m
         if not -_MAX_HOME_ALTITUDE_M <= low < high <= _MAX_HOME_ALTITUDE_M:
             raise _SCHEMA.error("home_altitude_range_m", f"must be (low, high) with low < high, both within "
                                 f"+-{_MAX_HOME_ALTITUDE_M:g} m, got {list(self.home_altitude_range_m)}")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> "BridgeConfig":
-        """Build from nested dicts and/or dotted keys; unknown keys and bad types raise
-        ValueError naming the key."""
-        return from_dict(cls, values)
-
-
-_SIGNING_KEY_REFUSED = ("the signing key is never a parameter (parameters end up in logs); write it to a file "
-                        "with mode 600 and set signing_key_path")
-_FORBIDDEN = {name: _SIGNING_KEY_REFUSED for name in ("signing_key", "secret_key", "key")}
-
-
-def from_dict(cls, values: Mapping[str, Any], prefix: str = ""):
-    """Instantiate the config dataclass ``cls`` from ``values`` (see BridgeConfig.from_dict)."""
-    return _SCHEMA.build(cls, values, prefix, dotted=True, refuse=_FORBIDDEN)
