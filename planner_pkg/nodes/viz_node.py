@@ -37,6 +37,7 @@ from sensor_msgs.msg import Image, PointCloud2
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
+from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
@@ -51,7 +52,7 @@ VIZ_QOS = c.LATCHED_QOS  # reliable, transient local, depth 1: a late RViz still
 
 
 @dataclass(frozen=True)
-class VizNodeConfig:
+class VizNodeConfig(Config, prefix=""):
     """Parameters of the ``viz`` node."""
 
     world_file: str = field(default="", metadata={"read_only": True, "description":

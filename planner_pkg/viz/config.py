@@ -4,14 +4,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from planner_pkg.config_schema import Schema, setting
+from planner_pkg.config_schema import Config, setting
 
 __all__ = ["LiveViewConfig", "DEFAULT_PORT"]
 
 #: Foxglove's usual WebSocket port (foxglove_bridge uses it too).
 DEFAULT_PORT = 8765
 
-_SCHEMA = Schema()
 _INF = math.inf
 
 
@@ -21,7 +20,7 @@ def _rate(default: float, what: str):
 
 
 @dataclass(frozen=True)
-class LiveViewConfig:
+class LiveViewConfig(Config):
     """Port, host and rate limits of the Foxglove live server.
 
     port: TCP port of the WebSocket server; 0 = any free port (the server reports which).
@@ -58,10 +57,9 @@ class LiveViewConfig:
     base_frame: str = setting("base_link", description="vehicle body frame (FLU)")
     camera_frame: str = setting("camera_optical", description="depth camera optical frame")
 
-    def __post_init__(self):
-        _SCHEMA.validate(self)
+    def _check(self):
         if not self.host.strip():
-            raise _SCHEMA.error("host", "must be an address such as 127.0.0.1 or 0.0.0.0")
+            raise self._error("host", "must be an address such as 127.0.0.1 or 0.0.0.0")
         frames = (self.map_frame, self.base_frame, self.camera_frame)
         if any(not f for f in frames) or len(set(frames)) != 3:
-            raise _SCHEMA.error("map_frame", f"the three frames must be distinct non-empty names, got {frames}")
+            raise self._error("map_frame", f"the three frames must be distinct non-empty names, got {frames}")
