@@ -379,7 +379,7 @@ _UNARY = {
     "Expm1Backward0": lambda g, x, o, xd, od: A.mul(g, A.add(o(), 1)),
     "SqrtBackward0": lambda g, x, o, xd, od: A.div(g, A.mul(o(), 2)),
     "RsqrtBackward0": lambda g, x, o, xd, od: A.mul(g, A.mul(A.pow(o(), 3), -0.5)),
-    "AbsBackward0": lambda g, x, o, xd, od: A.mul(g, _c(np.sign(xd))),
+    "AbsBackward0": lambda g, x, o, xd, od: A.mul(g, P.sign(x())),
     "SinBackward0": lambda g, x, o, xd, od: A.mul(g, P.cos(x())),
     "CosBackward0": lambda g, x, o, xd, od: A.mul(A.neg(g), P.sin(x())),
     "TanBackward0": lambda g, x, o, xd, od: A.mul(g, A.add(A.mul(o(), o()), 1)),
@@ -564,7 +564,7 @@ def _norm(self, g):
         safe = P.where(_c(odk == 0), _c(np.ones((), odk.dtype)), o)
         return (A.mul(x, P.where(_c(odk == 0), _c(np.zeros((), odk.dtype)), A.div(g, safe))),)
     if p == 1:
-        return (A.mul(g, _c(np.sign(xd))),)
+        return (A.mul(g, P.sign(x)),)
     if p == np.inf or p == -np.inf:
         mask = (np.abs(xd) == odk)
         count = mask.sum(axis=axes, keepdims=True)
@@ -838,11 +838,11 @@ def _register_nn():
         if name == "MseLossBackward0":
             return A.mul(d, 2.0)
         if name == "L1LossBackward0":
-            return _c(np.sign(dd))
+            return P.sign(d)
         if name == "SmoothL1LossBackward0":
             beta = self.param
             if beta == 0:
-                return _c(np.sign(dd))
+                return P.sign(d)
             return P.clamp(A.div(d, beta), -1.0, 1.0)
         return P.clamp(d, -self.param, self.param)  # Huber
 

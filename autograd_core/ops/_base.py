@@ -71,7 +71,8 @@ def operand(x):
     """Normalise the other operand of a binary op: a Tensor, or a Python scalar (weakly typed)."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, int, float)):
+    xc = x.__class__
+    if xc is float or xc is int or xc is bool:
         return x
     if isinstance(x, np.ndarray):
         return _wrap(np.asarray(x))

@@ -1,12 +1,12 @@
 """`autograd_core.autograd`: backward, grad, Function, gradcheck (torch.autograd's names)."""
 import numpy as np
 
-from .function import Function, FunctionCtx, run_backward, run_backward_graph
-from .grad_mode import enable_grad, no_grad, set_grad_enabled, inference_mode
-from .tensor import Tensor
-from .gradcheck import gradcheck
+from ..function import Function, FunctionCtx, run_backward, run_backward_graph
+from ..grad_mode import enable_grad, no_grad, set_grad_enabled, inference_mode
+from ..tensor import Tensor
+from ..gradcheck import gradcheck, gradgradcheck
 
-__all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "no_grad", "enable_grad",
+__all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck", "functional", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode"]
 
 
@@ -37,7 +37,7 @@ def _as_seq(x):
 
 def _seed_tensors(outputs, grad_outputs):
     """Seeds as Tensors for the graph-recording engine (a given grad_output keeps its own graph)."""
-    from .tensor import _wrap
+    from ..tensor import _wrap
     arrays = _seed_grads(outputs, grad_outputs)
     return [g if isinstance(g, Tensor) else _wrap(np.asarray(a))
             for a, g in zip(arrays, list(grad_outputs) + [None] * (len(arrays) - len(grad_outputs)))]
@@ -95,7 +95,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             continue
         if t._grad is None:
             t._grad = Tensor.__new__(Tensor)
-            from .tensor import _wrap
+            from ..tensor import _wrap
             t._grad = _wrap(np.array(g, dtype=t._data.dtype))
         else:
             t._grad._data += g
@@ -124,7 +124,7 @@ def _grad_arrays(outs, seeds, ins, retain, allow_unused):
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs`, returned (not accumulated into `.grad`)."""
-    from .tensor import _wrap
+    from ..tensor import _wrap
     outs = _as_seq(outputs)
     ins = _as_seq(inputs)
     gos = [None] * len(outs) if grad_outputs is None else _as_seq(grad_outputs)
@@ -161,3 +161,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         else:
             out.append(_wrap(np.array(g, dtype=t._data.dtype)))
     return tuple(out)
+
+
+from . import functional  # noqa: E402  (needs grad, defined above)
