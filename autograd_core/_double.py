@@ -790,19 +790,13 @@ def _register_nn():
     def _linear(self, g):
         xd, wd = self.saved
         edges = self.next_edges
-        x, w = _inp(self, 0, xd), _inp(self, 1, wd)
-        gx = A.matmul(g, w) if edges[0] is not None else None
-        gw = gb = None
-        if edges[1] is not None:
-            if xd.ndim == 1:
-                gw = A.mul(S.unsqueeze(g, 1), S.unsqueeze(x, 0))
-            else:
-                g2 = S.reshape(g, (-1, g._data.shape[-1]))
-                x2 = S.reshape(x, (-1, xd.shape[-1]))
-                gw = A.matmul(S.t(g2), x2)
-        if len(edges) == 3 and edges[2] is not None:
-            gb = g if g._data.ndim == 1 else R.sum(S.reshape(g, (-1, g._data.shape[-1])), 0)
-        return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
+        ex, ewt = edges[-2], edges[-1]
+        n = len(edges)
+        gx = A.matmul(g, S.t(_inp(self, n - 1, wd.T))) if ex is not None else None
+        gwt = A.matmul(S.t(_inp(self, n - 2, xd)), g) if ewt is not None else None
+        if n == 3:
+            return (R.sum(g, 0) if edges[0] is not None else None), gx, gwt
+        return gx, gwt
 
     @_reg(F.GeluBackward0)
     def _gelu(self, g):
@@ -916,7 +910,44 @@ def _register_nn():
 
     @_reg(L.CrossEntropyLossBackward0)
     def _ce(self, g):
-        return _no_double_backward(self, g)
+        # Class-probability targets or label smoothing: the loss re-written in ops, differentiated.
+        logp_rows, safe, valid, b, w = self.saved
+        axis, shape, eps, red, denom = self.axis, self.shape, self.eps, self.reduction, self.denom
+        c = shape[axis]
+        edges = self.next_edges
+        xd, tdata = self.x
+        x = _inp(self, 0, xd)
+        t = None
+        if self.mode == "prob":
+            t = _inp(self, 1, tdata.astype(xd.dtype, copy=False)) if len(edges) == 2 else _c(tdata, xd.dtype)
+
+        def rows(v):
+            v = S.movedim(v, axis, -1) if axis != len(shape) - 1 else v
+            return S.reshape(v, (-1, c))
+
+        def f(xx, tt=t):
+            lp = R.log_softmax(rows(xx), 1)
+            if self.mode == "prob":
+                tt = rows(tt)
+                q = tt if not eps else A.add(A.mul(tt, 1.0 - eps), eps / c)
+                if w is not None:
+                    q = A.mul(q, _c(w))
+                loss = A.neg(R.sum(A.mul(q, lp), 1))
+            else:
+                pick = I.getitem(lp, (np.arange(safe.size), safe))
+                loss = A.mul(A.neg(pick), _c(b))
+                sm = lp if w is None else A.mul(lp, _c(w))
+                smooth = A.mul(A.neg(R.sum(sm, 1)), _c(valid, b.dtype))
+                loss = A.add(A.mul(loss, 1.0 - eps), A.mul(smooth, eps / c))
+            if red == "mean":
+                return A.div(R.sum(loss), float(denom))
+            if red == "sum":
+                return R.sum(loss)
+            return S.reshape(loss, shape[:axis] + shape[axis + 1:])
+
+        if self.mode == "prob" and len(edges) == 2:
+            return decomposed_grads([x, t], f, g)
+        return decomposed_grads([x], f, g)[:1] if len(edges) == 1 else decomposed_grads([x], f, g) + (None,)
 
 
 def _from_rows_t(g2, shape, axis):

@@ -72,6 +72,12 @@ UNARY = {
     "nll": lambda L, x: F(L).nll_loss(x.log_softmax(1), L.tensor([0, 3, 1])),
     "cross_entropy": lambda L, x: F(L).cross_entropy(x * 2, L.tensor([0, 3, 1])),
     "cross_entropy_sum": lambda L, x: F(L).cross_entropy(x, L.tensor([2, 1, 1]), reduction="sum"),
+    "ce_smooth": lambda L, x: F(L).cross_entropy(x * 2, L.tensor([0, 3, 1]), label_smoothing=0.2),
+    "ce_prob": lambda L, x: F(L).cross_entropy(x, _target(L, 1.0).softmax(1), reduction="sum"),
+    "ce_prob_w": lambda L, x: F(L).cross_entropy(x.t(), _target(L, 2.0).t().softmax(1),
+                                               weight=L.tensor([1.0, 2.0, 0.5], dtype=L.float64)),
+    "ce_weight_ignore": lambda L, x: F(L).cross_entropy(x, L.tensor([0, -100, 2]),
+                                                      weight=L.tensor([1.0, 2.0, 0.5, 3.0], dtype=L.float64)),
     "linear": lambda L, x: F(L).linear(x, x[:2] * 2, x[0, :2]).tanh(),
 }
 

@@ -208,3 +208,23 @@ def test_autograd_grad_matches_torch():
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12)
     np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-12)
     assert ours[2] is None and theirs[2] is None
+
+
+def _graph(fn):
+    """The grad_fn tree as nested names (depth-first, torch's next_functions order)."""
+    if fn is None:
+        return None
+    return (fn.name().replace("torch::autograd::", ""), [_graph(f) for f, _ in fn.next_functions])
+
+
+def test_linear_and_cross_entropy_graphs_match_torch():
+    def graphs(L):
+        L.manual_seed(0)
+        lin, nob = L.nn.Linear(3, 2), L.nn.Linear(3, 2, bias=False)
+        xs = [L.randn(3), L.randn(5, 4, 3, requires_grad=True), L.randn(4, 3), L.randn(4, 3, requires_grad=True)]
+        out = [_graph(lin(x).grad_fn) for x in xs] + [_graph(nob(xs[2]).grad_fn)]
+        out.append(_graph(L.nn.functional.cross_entropy(lin(xs[3]), L.tensor([0, 1, 1, 0])).grad_fn))
+        lin.weight.requires_grad_(False)
+        out.append(_graph(lin(xs[3]).grad_fn))
+        return out
+    assert graphs(ag) == graphs(torch)
