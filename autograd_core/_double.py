@@ -391,7 +391,7 @@ _UNARY = {
     "TanhBackward0": lambda g, x, o, xd, od: A.mul(g, A.rsub(A.mul(o(), o()), 1)),
     "SigmoidBackward0": lambda g, x, o, xd, od: A.mul(g, A.mul(A.rsub(o(), 1), o())),
     "ReciprocalBackward0": lambda g, x, o, xd, od: A.mul(A.neg(g), A.mul(o(), o())),
-    "ReluBackward0": lambda g, x, o, xd, od: A.mul(g, _c(od > 0, od.dtype)),
+    "ReluBackward0": lambda g, x, o, xd, od: P.where(_c(od > 0), g, _c(np.zeros((), g._data.dtype))),
 }
 for _name, _f in _UNARY.items():
     getattr(P, _name).backward_t = _unary_t(_f)
@@ -433,7 +433,7 @@ def _clamp1(self, g):
         mask &= x >= self.lo
     if self.hi is not None:
         mask &= x <= self.hi
-    return (A.mul(g, _c(mask, g._data.dtype)),)
+    return (P.where(_c(mask), g, _c(np.zeros((), g._data.dtype))),)
 
 
 @_reg(P.ClampBackward0)
@@ -454,7 +454,7 @@ def _clamp0(self, g):
             hi_mask = hi_mask | (hi < lo)
     out = []
     for e, shape, mask in zip(self.next_edges, (sx, slo, shi), (x_mask, lo_mask, hi_mask)):
-        out.append(None if e is None else sum_to(A.mul(g, _c(mask, g._data.dtype)), shape))
+        out.append(None if e is None else sum_to(P.where(_c(mask), g, _c(np.zeros((), g._data.dtype))), shape))
     return tuple(out)
 
 
@@ -462,13 +462,11 @@ def _clamp0(self, g):
 def _minmax(self, g):
     a, b = self.saved
     ea, eb = self.next_edges
-    if self.is_max:
-        wa = (a > b) + 0.5 * (a == b)
-    else:
-        wa = (a < b) + 0.5 * (a == b)
+    wa, wb = P._minmax_weights(a, b, self.is_max, type(self) in (P.FmaxBackward0, P.FminBackward0))
     dt = g._data.dtype
-    return (None if ea is None else sum_to(A.mul(g, _c(wa, dt)), self.sa),
-            None if eb is None else sum_to(A.mul(g, _c(1 - wa, dt)), self.sb))
+    z = _c(np.zeros((), dt))
+    return (None if ea is None else sum_to(P.where(_c(wa != 0), A.mul(g, _c(wa, dt)), z), self.sa),
+            None if eb is None else sum_to(P.where(_c(wb != 0), A.mul(g, _c(wb, dt)), z), self.sb))
 
 
 @_reg(P.WhereBackward0)
@@ -529,10 +527,10 @@ def _evenly(self, g):
     x, out = self.saved
     axes = self.axes
     o = out if (self.keepdim or not axes) else np.expand_dims(out, axes)
-    mask = (x == o)
+    mask = R._extremum_mask(x, o)
     count = mask.sum(axis=axes, keepdims=True) if axes else mask.sum()
     gg = _unsq(g, axes, self.keepdim)
-    return (A.mul(A.div(gg, _c(count, g._data.dtype)), _c(mask, g._data.dtype)),)
+    return (P.where(_c(mask), A.div(gg, _c(count, g._data.dtype)), _c(np.zeros((), g._data.dtype))),)
 
 
 def _along_key(idx, axis):

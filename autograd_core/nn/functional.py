@@ -86,7 +86,10 @@ def linear(input, weight, bias=None):  # noqa: A002 - torch's argument name
         # torch: ViewBackward0 -> AddmmBackward0 (or MmBackward0) on the input flattened to 2-D
         from ..ops.shape import reshape
         lead = x.shape[:-1]
-        out2 = linear(reshape(input, (-1, x.shape[-1])), weight, bias)
+        rows = 1
+        for s_ in lead:
+            rows *= s_
+        out2 = linear(reshape(input, (rows, x.shape[-1])), weight, bias)
         return reshape(out2, lead + (w.shape[0],))
     out = x @ w.T
     if bias is not None:

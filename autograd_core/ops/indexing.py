@@ -196,6 +196,10 @@ class GatherBackward0(Node):
 def gather(self, dim, index):
     x = self._data
     idx = index._data if isinstance(index, Tensor) else np.asarray(index)
+    if x.ndim == 0:
+        # torch: a 0-d input and a 0-d index (of value 0) give the input back
+        from .shape import reshape
+        return reshape(gather(reshape(self, 1), 0, _wrap(np.reshape(idx, (1,)))), ())
     axis = dim % x.ndim
     out = np.take_along_axis(x, idx, axis=axis)
     if self._rg and _gs.enabled:
@@ -209,6 +213,9 @@ def gather(self, dim, index):
 def index_select(self, dim, index):
     idx = index._data if isinstance(index, Tensor) else np.asarray(index)
     x = self._data
+    if x.ndim == 0:
+        from .shape import reshape
+        return reshape(index_select(reshape(self, 1), 0, index), ())
     axis = dim % max(x.ndim, 1)
     key = (slice(None),) * axis + (idx.reshape(-1).astype(np.int64),)
     return getitem(self, key)

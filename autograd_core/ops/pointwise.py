@@ -78,6 +78,8 @@ def _one(dt):
 
 
 def _tanh_backward(g, x, o):
+    if o.ndim == 0:
+        return g * (_one(o.dtype) - o * o)
     t = o * o
     np.subtract(_one(t.dtype), t, out=t)
     t *= g
@@ -94,8 +96,13 @@ def _sigmoid_backward(g, x, o):
 TanhBackward0, tanh = _def_unary("tanh", np.tanh, _tanh_backward, save="output")
 SigmoidBackward0, sigmoid = _def_unary("sigmoid", _sigmoid_np, _sigmoid_backward, save="output")
 ReciprocalBackward0, reciprocal = _def_unary("reciprocal", lambda x: 1 / x, lambda g, x, o: -g * o * o, save="output")
+def _masked(g, mask):
+    """g where mask, else 0: unlike g * mask, an inf/NaN gradient does not leak through (torch)."""
+    return np.where(mask, g, np.zeros((), g.dtype))
+
+
 ReluBackward0, relu = _def_unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
-                                 lambda g, x, o: g * (o > 0), save="output")
+                                 lambda g, x, o: _masked(g, o > 0), save="output")
 
 
 def square(self):
@@ -155,7 +162,7 @@ class LeakyReluBackward0(Node):
         dt = g.dtype
         # Mask arithmetic instead of np.where on a data-dependent mask (~15x faster): the factor is
         # (x > 0) * (1 - s) + s, i.e. exactly 1 or s whenever fl(fl(1 - s) + s) == 1.
-        if dt.kind == "f" and dt.type(dt.type(1 - s) + dt.type(s)) == 1:
+        if dt.kind == "f" and g.ndim and dt.type(dt.type(1 - s) + dt.type(s)) == 1:
             m = np.greater(x, 0).astype(dt)
             m *= 1 - s
             m += s
@@ -166,7 +173,7 @@ class LeakyReluBackward0(Node):
 
 def leaky_relu(self, negative_slope=0.01):
     x = self._data
-    if x.dtype.kind == "f" and 0 < negative_slope <= 1:
+    if x.dtype.kind == "f" and 0 < negative_slope <= 1 and x.ndim:
         # max(x, s x) == (x if x > 0 else s x) for 0 < s <= 1; no np.where on a random mask
         out = np.multiply(x, negative_slope)
         np.maximum(out, x, out=out)
@@ -236,7 +243,7 @@ class ClampBackward1(Node):
             mask &= x >= self.lo
         if self.hi is not None:
             mask &= x <= self.hi
-        return (g * mask,)
+        return (_masked(g, mask),)
 
 
 class ClampBackward0(Node):
@@ -261,7 +268,7 @@ class ClampBackward0(Node):
                 hi_mask = hi_mask | (hi < lo)
         out = []
         for e, shape, mask in zip(self.next_edges, (sx, slo, shi), (x_mask, lo_mask, hi_mask)):
-            out.append(None if e is None else reduce_to_shape(g * mask, shape))
+            out.append(None if e is None else reduce_to_shape(_masked(g, mask), shape))
         return tuple(out)
 
 
@@ -325,15 +332,33 @@ class _MinMaxBackward(Node):
     def backward(self, g):
         a, b = self.saved
         ea, eb = self.next_edges
-        # Ties split the gradient in half, as torch does.
-        if self.is_max:
-            wa = (a > b) + 0.5 * (a == b)
-        else:
-            wa = (a < b) + 0.5 * (a == b)
-        wa = wa.astype(g.dtype, copy=False)
-        ga = reduce_to_shape(g * wa, self.sa) if ea is not None else None
-        gb = reduce_to_shape(g * (1 - wa), self.sb) if eb is not None else None
+        wa, wb = _minmax_weights(a, b, self.is_max, type(self) in (FmaxBackward0, FminBackward0))
+        z = np.zeros((), g.dtype)
+        ga = reduce_to_shape(np.where(wa, g * wa.astype(g.dtype), z), self.sa) if ea is not None else None
+        gb = reduce_to_shape(np.where(wb, g * wb.astype(g.dtype), z), self.sb) if eb is not None else None
         return ga, gb
+
+
+def _minmax_weights(a, b, is_max, ignore_nan):
+    """Share of the gradient for a and for b, with torch's formulas.
+
+    maximum/minimum: the winner gets 1, ties split 0.5/0.5, a NaN pair gives both the gradient.
+    fmax/fmin: `a` gets it where it is the result (a >= b, or b is NaN), `b` elsewhere; no split.
+    """
+    if ignore_nan:
+        wa = (a >= b) if is_max else (a <= b)
+        if a.dtype.kind == "f":
+            wa |= np.isnan(b)
+        return wa.astype(np.float64), (~wa).astype(np.float64)
+    tie = 0.5 * (a == b)
+    if a.dtype.kind != "f" or not (np.isnan(a).any() or np.isnan(b).any()):
+        wa = ((a > b) if is_max else (a < b)) + tie
+        wb = ((a < b) if is_max else (a > b)) + tie
+        return wa, wb
+    # NaN somewhere: masked_fill(self < other, 0) leaves the gradient on both sides of a NaN pair
+    wa = np.where((a < b) if is_max else (a > b), 0.0, 1.0) - tie
+    wb = np.where((a > b) if is_max else (a < b), 0.0, 1.0) - tie
+    return wa, wb
 
 
 class MaximumBackward0(_MinMaxBackward):
@@ -344,7 +369,15 @@ class MinimumBackward0(_MinMaxBackward):
     __slots__ = ()
 
 
-def _minmax(self, other, is_max):
+class FmaxBackward0(_MinMaxBackward):
+    __slots__ = ()
+
+
+class FminBackward0(_MinMaxBackward):
+    __slots__ = ()
+
+
+def _minmax(self, other, is_max, ignore_nan=False):
     other = operand(other)
     if not isinstance(other, Tensor):
         other = _wrap(np.asarray(other, dtype=binary_result_dtype(self, other)))
@@ -352,9 +385,14 @@ def _minmax(self, other, is_max):
     if a.dtype is not b.dtype:
         rd = binary_result_dtype(self, other)
         a, b = a.astype(rd), b.astype(rd)
-    out = np.asarray(np.maximum(a, b) if is_max else np.minimum(a, b))
+    if ignore_nan:
+        out = np.asarray(np.fmax(a, b) if is_max else np.fmin(a, b))
+        cls = FmaxBackward0 if is_max else FminBackward0
+    else:
+        out = np.asarray(np.maximum(a, b) if is_max else np.minimum(a, b))
+        cls = MaximumBackward0 if is_max else MinimumBackward0
     if _gs.enabled and (self._rg or other._rg):
-        n = _new(MaximumBackward0 if is_max else MinimumBackward0)
+        n = _new(cls)
         n.next_edges = (self._edge(), other._edge())
         n.saved = (a, b)
         n.vc = (saved_version(self), saved_version(other))
@@ -372,11 +410,11 @@ def minimum(self, other):
 
 
 def fmax(self, other):
-    return maximum(self, other)
+    return _minmax(self, other, True, ignore_nan=True)
 
 
 def fmin(self, other):
-    return minimum(self, other)
+    return _minmax(self, other, False, ignore_nan=True)
 
 
 class WhereBackward0(Node):

@@ -1,5 +1,5 @@
 """Reductions (sum, mean, max/min, amax/amin, norm, var/std, prod, logsumexp, cumsum) and softmax."""
-from ._base import D, Node, Tensor, _gs, _wrap, as_float, node1, normalize_dims, np, saved_version
+from ._base import D, Node, Tensor, _gs, _wrap, as_float, node1, normalize_dims, np, one_dim, saved_version
 
 
 def _expand_back(g, axes, keepdim, shape):
@@ -118,10 +118,18 @@ class _EvenlyDistributed(Node):
         x, out = self.saved
         axes = self.axes
         o = out if (self.keepdim or not axes) else np.expand_dims(out, axes)
-        mask = (x == o)
+        mask = _extremum_mask(x, o)
         count = mask.sum(axis=axes, keepdims=True) if axes else mask.sum()
         gg = g if (self.keepdim or not axes) else np.expand_dims(g, axes)
-        return ((gg / count) * mask,)
+        return (np.where(mask, gg / count, np.zeros((), g.dtype)),)
+
+
+def _extremum_mask(x, o):
+    """Elements equal to their reduction's extremum `o`; a NaN extremum picks the NaNs (torch)."""
+    mask = (x == o)
+    if x.dtype.kind == "f" and np.isnan(o).any():
+        mask |= np.isnan(x) & np.isnan(o)
+    return mask
 
 
 class MaxBackward1(_EvenlyDistributed):
@@ -188,7 +196,7 @@ def _extremum(self, dim, keepdim, is_max, other=None):
         if self._rg and _gs.enabled:
             return _wrap(out, _reduced(MaxBackward1 if is_max else MinBackward1, self, x, out, (), False))
         return _wrap(out)
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     if x.ndim == 0:
         idx = np.zeros((), np.int64)
         vals = x.copy()
@@ -427,6 +435,8 @@ class CumsumBackward0(Node):
     __slots__ = ("axis",)
 
     def backward(self, g):
+        if g.ndim == 0:
+            return (g,)
         return (np.flip(np.cumsum(np.flip(g, self.axis), axis=self.axis), self.axis),)
 
 
@@ -436,7 +446,7 @@ def cumsum(self, dim, *, dtype=None):
         x = x.astype(D.to_numpy_dtype(dtype))
     elif x.dtype.kind in "bui":
         x = x.astype(np.int64)
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     out = np.cumsum(x, axis=axis) if x.ndim else x.copy()
     if self._rg and _gs.enabled:
         n = node1(CumsumBackward0, self)
@@ -459,9 +469,11 @@ class LogsumexpBackward0(Node):
 def logsumexp(self, dim, keepdim=False):
     x = as_float(self._data)
     axes = normalize_dims(dim, x.ndim)
-    m = np.max(x, axis=axes, keepdims=True)
+    # initial=-inf: an empty reduction gives log(0) = -inf, as torch
+    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
     m = np.where(np.isfinite(m), m, 0)
-    out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
     if not keepdim:
         out = np.squeeze(out, axes)
     out = np.asarray(out, dtype=x.dtype)
@@ -498,7 +510,7 @@ def _softmax_dim(dim, ndim):
     if dim is None:
         # torch's legacy implicit-dim rule.
         dim = 0 if ndim in (0, 1, 3) else 1
-    (axis,) = normalize_dims(dim, ndim)
+    axis = one_dim(dim, ndim)
     return axis
 
 
@@ -507,6 +519,8 @@ def softmax(self, dim=None, dtype=None):
     axis = _softmax_dim(dim, x.ndim)
     if x.ndim == 0:
         out = np.ones_like(x)
+    elif x.size == 0:
+        out = x.copy()
     else:
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         out = e / np.sum(e, axis=axis, keepdims=True)
@@ -520,6 +534,8 @@ def log_softmax(self, dim=None, dtype=None):
     axis = _softmax_dim(dim, x.ndim)
     if x.ndim == 0:
         out = np.zeros_like(x)
+    elif x.size == 0:
+        out = x.copy()
     else:
         m = np.max(x, axis=axis, keepdims=True)
         sh = x - m

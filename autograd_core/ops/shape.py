@@ -1,5 +1,5 @@
 """Shape ops (views share data and the version counter with their base), joins and splits, copies."""
-from ._base import D, Node, Tensor, _gs, _new, _wrap, node1, normalize_dims, np
+from ._base import D, Node, Tensor, _gs, _new, _wrap, node1, normalize_dims, np, one_dim
 
 
 def _view(t, out, cls, shape=None, **attrs):
@@ -197,9 +197,47 @@ def permute(self, *dims):
 
 
 def movedim(self, source, destination):
+    """Move dims `source` to positions `destination` (ints or sequences), the rest keep their order."""
     x = self._data
-    order = np.moveaxis(np.arange(x.ndim), source, destination)
-    return permute(self, tuple(int(i) for i in order))
+    n = x.ndim
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+                           f"contain the same number of dims as destination ({list(dst)} dims)")
+    src = [one_dim(s, n) for s in src]
+    dst = [one_dim(d, n) for d in dst]
+    if n == 0:
+        return _view(self, x.view(), ViewBackward0, shape=())
+    order = [None] * n
+    for s_, d_ in zip(src, dst):
+        order[d_] = s_
+    rest = iter(i for i in range(n) if i not in src)
+    order = [next(rest) if o is None else o for o in order]
+    return permute(self, tuple(order))
+
+
+def narrow(self, dim, start, length):
+    """The `length` entries from `start` along `dim` (a view)."""
+    from .indexing import getitem
+    x = self._data
+    axis = one_dim(dim, x.ndim)
+    start = int(start)
+    if start < 0:
+        start += x.shape[axis]
+    if not (0 <= start and start + int(length) <= x.shape[axis]):
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({x.shape[axis]}).")
+    return getitem(self, (slice(None),) * axis + (slice(start, start + int(length)),))
+
+
+def select(self, dim, index):
+    """Entry `index` along `dim`, that dim removed (a view)."""
+    from .indexing import getitem
+    x = self._data
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    axis = one_dim(dim, x.ndim)
+    return getitem(self, (slice(None),) * axis + (int(index),))
 
 
 class ExpandBackward0(Node):
@@ -355,7 +393,7 @@ def cat(tensors, dim=0, *, out=None):
     ref = next((t for t in tensors if not (t._data.ndim == 1 and t._data.size == 0)), tensors[0])
     if ref._data.ndim == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    (axis,) = normalize_dims(dim, ref._data.ndim)
+    axis = one_dim(dim, ref._data.ndim)
     kept = [t for t in tensors if not (t._data.ndim == 1 and t._data.size == 0 and ref._data.ndim > 1)]
     datas = [t._data for t in kept]
     rd = datas[0].dtype
@@ -467,7 +505,7 @@ def _multi_views(self, pieces, cls, axis):
 
 def split(self, split_size_or_sections, dim=0):
     x = self._data
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     size = x.shape[axis]
     if isinstance(split_size_or_sections, (int, np.integer)):
         step = int(split_size_or_sections)
@@ -488,7 +526,7 @@ def chunk(self, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0")
     x = self._data
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     size = x.shape[axis]
     step = -(-size // chunks) if size else 1
     return split(self, step, dim)
@@ -498,7 +536,7 @@ def unbind(self, dim=0):
     x = self._data
     if x.ndim == 0:
         raise RuntimeError("unbind() on a 0-d tensor")
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     pieces = [x[(slice(None),) * axis + (i,)] for i in range(x.shape[axis])]
     return _multi_views(self, pieces, UnbindBackward0, axis)
 
