@@ -391,7 +391,7 @@ _UNARY = {
     "TanhBackward0": lambda g, x, o, xd, od: A.mul(g, A.rsub(A.mul(o(), o()), 1)),
     "SigmoidBackward0": lambda g, x, o, xd, od: A.mul(g, A.mul(A.rsub(o(), 1), o())),
     "ReciprocalBackward0": lambda g, x, o, xd, od: A.mul(A.neg(g), A.mul(o(), o())),
-    "ReluBackward0": lambda g, x, o, xd, od: P.where(_c(od > 0), g, _c(np.zeros((), g._data.dtype))),
+    "ReluBackward0": lambda g, x, o, xd, od: P.where(_c(~(od <= 0)), g, _c(np.zeros((), g._data.dtype))),
 }
 for _name, _f in _UNARY.items():
     getattr(P, _name).backward_t = _unary_t(_f)
@@ -527,10 +527,15 @@ def _evenly(self, g):
     x, out = self.saved
     axes = self.axes
     o = out if (self.keepdim or not axes) else np.expand_dims(out, axes)
-    mask = R._extremum_mask(x, o)
-    count = mask.sum(axis=axes, keepdims=True) if axes else mask.sum()
     gg = _unsq(g, axes, self.keepdim)
-    return (P.where(_c(mask), A.div(gg, _c(count, g._data.dtype)), _c(np.zeros((), g._data.dtype))),)
+    dt = g._data.dtype
+    if self._full:
+        mask = R._extremum_mask(x, o)
+        return (P.where(_c(mask), A.div(gg, float(mask.sum())), _c(np.zeros((), dt))),)
+    mask = (x == o)
+    count = mask.sum(axis=axes, keepdims=True) if axes else mask.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (A.mul(A.div(gg, _c(count, dt)), _c(mask, dt)),)
 
 
 def _along_key(idx, axis):

@@ -102,7 +102,7 @@ def _masked(g, mask):
 
 
 ReluBackward0, relu = _def_unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
-                                 lambda g, x, o: _masked(g, o > 0), save="output")
+                                 lambda g, x, o: _masked(g, ~(o <= 0)), save="output")  # NaN passes, as torch
 
 
 def square(self):

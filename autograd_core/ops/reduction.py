@@ -118,10 +118,16 @@ class _EvenlyDistributed(Node):
         x, out = self.saved
         axes = self.axes
         o = out if (self.keepdim or not axes) else np.expand_dims(out, axes)
-        mask = _extremum_mask(x, o)
-        count = mask.sum(axis=axes, keepdims=True) if axes else mask.sum()
         gg = g if (self.keepdim or not axes) else np.expand_dims(g, axes)
-        return (np.where(mask, gg / count, np.zeros((), g.dtype)),)
+        if self._full:
+            # max()/min(): torch's evenly_distribute_backward (NaN-aware mask, masked fill)
+            mask = _extremum_mask(x, o)
+            return (np.where(mask, gg / mask.sum(), np.zeros((), g.dtype)),)
+        # amax/amin: torch's scale_grad_by_count, (g / count) * (x == result)
+        mask = (x == o)
+        count = mask.sum(axis=axes, keepdims=True) if axes else mask.sum()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return ((gg / count) * mask,)
 
 
 def _extremum_mask(x, o):
@@ -134,18 +140,22 @@ def _extremum_mask(x, o):
 
 class MaxBackward1(_EvenlyDistributed):
     __slots__ = ()
+    _full = True
 
 
 class MinBackward1(_EvenlyDistributed):
     __slots__ = ()
+    _full = True
 
 
 class AmaxBackward0(_EvenlyDistributed):
     __slots__ = ()
+    _full = False
 
 
 class AminBackward0(_EvenlyDistributed):
     __slots__ = ()
+    _full = False
 
 
 class _IndexedExtremum(Node):
@@ -197,6 +207,8 @@ def _extremum(self, dim, keepdim, is_max, other=None):
             return _wrap(out, _reduced(MaxBackward1 if is_max else MinBackward1, self, x, out, (), False))
         return _wrap(out)
     axis = one_dim(dim, x.ndim)
+    if x.ndim:
+        _nonempty(x, (axis,), "max" if is_max else "min", dim)
     if x.ndim == 0:
         idx = np.zeros((), np.int64)
         vals = x.copy()
@@ -227,9 +239,17 @@ def min(self, dim=None, keepdim=False):  # noqa: A001
     return _extremum(self, dim, keepdim, False)
 
 
+def _nonempty(x, axes, name, dim):
+    for a in axes:
+        if x.shape[a] == 0:
+            d = dim if isinstance(dim, (int, np.integer)) else a
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
 def amax(self, dim=(), keepdim=False):
     x = self._data
     axes = normalize_dims(dim if dim != () else None, x.ndim)
+    _nonempty(x, axes, "amax", dim)
     out = np.asarray(x.max(axis=axes, keepdims=keepdim))
     if self._rg and _gs.enabled:
         return _wrap(out, _reduced(AmaxBackward0, self, x, out, axes, keepdim))
@@ -239,6 +259,7 @@ def amax(self, dim=(), keepdim=False):
 def amin(self, dim=(), keepdim=False):
     x = self._data
     axes = normalize_dims(dim if dim != () else None, x.ndim)
+    _nonempty(x, axes, "amin", dim)
     out = np.asarray(x.min(axis=axes, keepdims=keepdim))
     if self._rg and _gs.enabled:
         return _wrap(out, _reduced(AminBackward0, self, x, out, axes, keepdim))
