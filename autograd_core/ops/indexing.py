@@ -1,6 +1,7 @@
 """Indexing: `x[key]` (views for basic keys, scatter-add backward for advanced keys), `x[key] = v`,
 gather, index_select, masked_fill."""
 from ._base import Node, Tensor, _gs, _new, _wrap, node1, np, operand, reduce_to_shape
+from .shape import register_view
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
@@ -114,9 +115,12 @@ def getitem(self, key):
             r = _wrap(out, n, vc=self._vc)
         else:
             r = _wrap(out, vc=self._vc)
-        r._base = self if self._base is None else self._base
+        base = self if self._base is None else self._base
+        r._base = base
         # Recipe for in-place ops on this view while recording (see ops/inplace.py).
-        r._extra = {"view_of": (self, k)}
+        r._extra = {"view_of": (self, "index", k)}
+        if rec:
+            register_view(base, r)
         return r
     out = np.array(out, copy=True) if np.may_share_memory(out, x) else out
     if self._rg and _gs.enabled:
@@ -172,6 +176,8 @@ def setitem(self, key, value):
         self._fn = n
         self._rg = True
         self._nr = 0
+        from .inplace import refresh_views
+        refresh_views(self)
 
 
 def _setitem_out_of_place(snap, k, value):

@@ -2,10 +2,12 @@
 from ._base import D, Node, Tensor, _gs, _new, _wrap, node1, normalize_dims, np, one_dim
 
 
-def _view(t, out, cls, shape=None, **attrs):
+def _view(t, out, cls, shape=None, recipe=None, **attrs):
     """`out` is a NumPy view of `t`'s data: share the version counter, remember the base.
 
     The node of class `cls` gets `shape` (most views keep the input's) and `attrs` as fields.
+    `recipe` = (kind, arg) says how to re-make the view from `t` (see ops/inplace.py: in-place
+    ops on views, and views whose base changed in place).
     """
     if t._rg and _gs.enabled:
         n = node1(cls, t)
@@ -14,10 +16,28 @@ def _view(t, out, cls, shape=None, **attrs):
         for k, v in attrs.items():
             setattr(n, k, v)
         r = _wrap(out, n, vc=t._vc)
+        r._extra = {"view_of": (t,) + recipe} if recipe is not None else None
+        register_view(t if t._base is None else t._base, r)
     else:
         r = _wrap(out, vc=t._vc)
+        if recipe is not None:
+            r._extra = {"view_of": (t,) + recipe}
     r._base = t if t._base is None else t._base
     return r
+
+
+def register_view(base, view):
+    """Remember a view made while recording, so that an in-place op on `base` re-makes its history."""
+    import weakref
+    ex = base._extra
+    if ex is None:
+        ex = base._extra = {}
+    views = ex.get("views")
+    if views is None:
+        views = ex["views"] = []
+    elif len(views) >= 64:
+        views[:] = [w for w in views if w() is not None]
+    views.append(weakref.ref(view))
 
 
 class _ReshapeBack(Node):
@@ -57,7 +77,7 @@ def reshape(self, *shape):
     except ValueError:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.size}") from None
     if np.may_share_memory(out, x) or not out.size:
-        return _view(self, out, ViewBackward0, shape=x.shape)
+        return _view(self, out, ViewBackward0, shape=x.shape, recipe=("reshape", out.shape))
     return _copy_result(self, out, ViewBackward0, shape=x.shape)
 
 
@@ -78,7 +98,7 @@ def view(self, *shape):
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.size}") from None
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
                            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
-    return _view(self, out, ViewBackward0, shape=x.shape)
+    return _view(self, out, ViewBackward0, shape=x.shape, recipe=("reshape", out.shape))
 
 
 def view_as(self, other):
@@ -123,11 +143,11 @@ def squeeze(self, dim=None):
     x = self._data
     if dim is None:
         out = np.squeeze(x)
-        return _view(self, out, SqueezeBackward0, shape=x.shape)
+        return _view(self, out, SqueezeBackward0, shape=x.shape, recipe=("reshape", out.shape))
     axes = normalize_dims(dim, x.ndim)
     axes = tuple(a for a in axes if x.ndim and x.shape[a] == 1)
     out = np.squeeze(x, axis=axes) if axes else x.view()
-    return _view(self, out, SqueezeBackward1, shape=x.shape)
+    return _view(self, out, SqueezeBackward1, shape=x.shape, recipe=("reshape", out.shape))
 
 
 def unsqueeze(self, dim):
@@ -136,7 +156,7 @@ def unsqueeze(self, dim):
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     out = np.expand_dims(x, dim % n)
-    return _view(self, out, UnsqueezeBackward0, shape=x.shape)
+    return _view(self, out, UnsqueezeBackward0, shape=x.shape, recipe=("reshape", out.shape))
 
 
 class TransposeBackward0(Node):
@@ -153,9 +173,9 @@ class TBackward0(TransposeBackward0):
 def transpose(self, dim0, dim1):
     x = self._data
     if x.ndim == 0:
-        return _view(self, x.view(), ViewBackward0, shape=())
+        return _view(self, x.view(), ViewBackward0, shape=(), recipe=("reshape", ()))
     d0, d1 = dim0 % x.ndim, dim1 % x.ndim
-    return _view(self, np.swapaxes(x, d0, d1), TransposeBackward0, d0=d0, d1=d1)
+    return _view(self, np.swapaxes(x, d0, d1), TransposeBackward0, recipe=("transpose", (d0, d1)), d0=d0, d1=d1)
 
 
 def t(self):
@@ -163,8 +183,8 @@ def t(self):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
     if x.ndim < 2:
-        return _view(self, x.view(), ViewBackward0, shape=x.shape)
-    return _view(self, x.T, TBackward0, d0=0, d1=1)
+        return _view(self, x.view(), ViewBackward0, shape=x.shape, recipe=("reshape", x.shape))
+    return _view(self, x.T, TBackward0, recipe=("t", None), d0=0, d1=1)
 
 
 def _T(self):
@@ -193,7 +213,8 @@ def permute(self, *dims):
                            f"length of the desired ordering of dimensions i.e. input.dim() = {x.ndim} is not equal "
                            f"to len(dims) = {len(dims)}")
     dims = tuple(d % x.ndim for d in dims) if x.ndim else dims
-    return _view(self, np.transpose(x, dims), PermuteBackward0, inv=tuple(np.argsort(dims)))
+    return _view(self, np.transpose(x, dims), PermuteBackward0, recipe=("permute", dims),
+                 inv=tuple(int(i) for i in np.argsort(dims)))
 
 
 def movedim(self, source, destination):
@@ -261,7 +282,7 @@ def expand(self, *sizes):
     except ValueError:
         raise RuntimeError(f"The expanded size of the tensor must match the existing size at non-singleton "
                            f"dimensions. Target sizes: {list(sizes)}. Tensor sizes: {list(x.shape)}") from None
-    return _view(self, out, ExpandBackward0, shape=x.shape)
+    return _view(self, out, ExpandBackward0, shape=x.shape, recipe=("expand", target))
 
 
 def expand_as(self, other):
