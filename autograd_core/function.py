@@ -277,13 +277,14 @@ def _execute(heap, buffers, retain_graph, capture, accumulate):
     leaf_grads = {}  # leaf -> summed gradient; accumulated into .grad once, after the sweep
     lget = leaf_grads.get
     freed = _FREED
-    while heap:
-        node = pop(heap)[1]
+    hooks_registered = _hooks_registered
+    node = pop(heap)[1] if heap else None
+    while node is not None:
         grad = bpop(node)
         saved = node.saved
         if saved is freed:
             raise _freed_error()
-        if _hooks_registered[0] or capture is not None:
+        if hooks_registered[0] or capture is not None:
             hooks = _node_hooks.get(node)
             grad = _apply_pre_hooks(node, grad, hooks[0] if hooks else None, capture, _wrap)
         else:
@@ -298,26 +299,39 @@ def _execute(heap, buffers, retain_graph, capture, accumulate):
                    tuple(_wrap(x) for x in (grad if node._multi else (grad,)) if x is not None))
         if saved is not None and not retain_graph:
             node.saved = freed
-        i = 0
-        for e in node.next_edges:
-            g = grads[i]
-            i += 1
+        # Chains: when the only pending node is the one this node feeds, run it next without
+        # going through the heap (it is then the highest-sequence pending node by definition).
+        nxt = None
+        for e, g in zip(node.next_edges, grads):
             if e is None or g is None:
                 continue
             tgt = e[0]
             if tgt._is_node:
                 if tgt._multi:
+                    if nxt is not None:
+                        push(heap, (-nxt.seq, nxt))
+                        nxt = None
                     _route(e, g, buffers, heap, leaf_grads)
                     continue
                 prev = bget(tgt)
                 if prev is None:
                     buffers[tgt] = g
-                    push(heap, (-tgt.seq, tgt))
+                    if nxt is None and not heap:
+                        nxt = tgt
+                    else:
+                        if nxt is not None:
+                            push(heap, (-nxt.seq, nxt))
+                            nxt = None
+                        push(heap, (-tgt.seq, tgt))
                 else:
                     buffers[tgt] = prev + g
             else:
                 prev = lget(tgt)
                 leaf_grads[tgt] = g if prev is None else prev + g
+        if nxt is not None:
+            node = nxt
+        else:
+            node = pop(heap)[1] if heap else None
     for leaf, g in leaf_grads.items():
         if capture is not None and id(leaf) in capture:
             prev = capture[id(leaf)]

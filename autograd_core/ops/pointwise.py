@@ -24,6 +24,8 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
     cls = type(node_name, (Node,), {"__slots__": (), "backward": backward})
     save_out = save == "output"
     default_float = D.get_default_dtype
+    ndarray = np.ndarray
+    tnew = object.__new__
 
     def op(self):
         x = self._data
@@ -35,10 +37,19 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
             n.seq = next_seq()
             fn = self._fn
             n.next_edges = ((fn, self._nr) if fn is not None else (self, 0),)
-            res = _wrap(out, n)
-            out = res._data
+            if out.__class__ is not ndarray:
+                out = np.asarray(out)
+            res = tnew(Tensor)
+            res._data = out
+            res._fn = n
+            res._rg = True
+            res._grad = None
+            res._vc = vc = [0]
+            res._nr = 0
+            res._base = None
+            res._extra = None
             n.saved = (x, out)
-            n.vc = ((res._vc, 0, out, n, 0),) if save_out else ((self._vc, self._vc[0], x, fn, self._nr),)
+            n.vc = ((vc, 0, out, n, 0),) if save_out else ((self._vc, self._vc[0], x, fn, self._nr),)
             return res
         return _wrap(out)
 
