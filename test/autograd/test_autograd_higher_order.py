@@ -220,11 +220,17 @@ def test_custom_function_double_backward():
 
 
 def test_missing_double_backward_raises_instead_of_zero():
-    x = ag.tensor(np.random.default_rng(0).standard_normal((1, 1, 4, 4)), dtype=ag.float64, requires_grad=True)
-    y = ag.nn.functional.max_pool2d(x, 2).sum() if hasattr(ag.nn.functional, "max_pool2d") else None
-    if y is None:
-        pytest.skip("no max_pool2d")
-    (g,) = ag.autograd.grad(y, x, create_graph=True)
+    """Recurrent cells have first-order gradients only: differentiating them again must fail loudly."""
+    cell = ag.nn.RNNCell(3, 2).double()
+    x = ag.tensor(np.random.default_rng(0).standard_normal((4, 3)), dtype=ag.float64, requires_grad=True)
+    (g,) = ag.autograd.grad(cell(x).sum(), x, create_graph=True)
+    ref = torch.nn.RNNCell(3, 2).double()
+    with torch.no_grad():
+        for p, q in zip(ref.parameters(), cell.parameters()):
+            p.copy_(torch.tensor(q.detach().numpy()))
+    xt = torch.tensor(x.detach().numpy(), requires_grad=True)
+    (gt,) = torch.autograd.grad(ref(xt).sum(), xt, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-10)
     assert g.requires_grad
     with pytest.raises(RuntimeError, match="double backward"):
         ag.autograd.grad((g * x).sum(), x)
@@ -348,3 +354,71 @@ def test_bspline_cost_hvp_matches_torch():
     q = ag.tensor(q0, dtype=ag.float64)
     vel = (q[1:] - q[:-1]) / 0.5
     assert ((vel * vel).sum(-1) > 4.0).any().item()
+
+
+# ---------------------------------------------------------------------------------------------
+# CNN kernels: second derivatives against torch, and gradgradcheck
+def _cnn_params(L, seed=11):
+    rng = np.random.default_rng(seed)
+    w = L.tensor(rng.standard_normal((4, 2, 3, 3)) * 0.5, dtype=L.float64, requires_grad=True)
+    b = L.tensor(rng.standard_normal(4), dtype=L.float64, requires_grad=True)
+    return w, b
+
+
+def _reflect(L, x):
+    if L is ag:  # the padding kernel behind nn.Conv2d(padding_mode="reflect")
+        return ag.nn._functional_cnn._mode_pad(x, [(2, 1), (1, 2)], "reflect")
+    return F(L).pad(x, (1, 2, 2, 1), mode="reflect")
+
+
+CNN = {
+    "conv2d": lambda L, x, w, b: F(L).conv2d(x, w, b, padding=1).tanh(),
+    "conv2d_stride_dil": lambda L, x, w, b: F(L).conv2d(x, w, None, stride=2, dilation=(1, 2), padding=(1, 2)) ** 2,
+    "conv2d_groups": lambda L, x, w, b: F(L).conv2d(x, w[:, :1], b, groups=2).sin(),
+    "conv1d": lambda L, x, w, b: F(L).conv1d(x[:, :, 0], w[:, :, 0], b, padding=1).tanh(),
+    "max_pool2d": lambda L, x, w, b: F(L).max_pool2d(x * x, 2, stride=1, padding=1) * x.sum(),
+    "avg_pool2d": lambda L, x, w, b: F(L).avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False) ** 3,
+    "adaptive_avg": lambda L, x, w, b: F(L).adaptive_avg_pool2d(x, (2, 3)) ** 2,
+    "pad_reflect": lambda L, x, w, b: _reflect(L, x) ** 3,
+    "layer_norm": lambda L, x, w, b: F(L).layer_norm(x * x, (4, 5), w.reshape(-1)[:20].reshape(4, 5),
+                                                    b.repeat(5).reshape(4, 5)) ** 2,
+    "batch_norm_train": lambda L, x, w, b: F(L).batch_norm(x ** 2, None, None, w[:2, 0, 0, 0], b[:2], training=True).tanh(),
+    "batch_norm_eval": lambda L, x, w, b: F(L).batch_norm(
+        x, L.tensor([0.1, -0.2], dtype=L.float64), L.tensor([1.5, 0.7], dtype=L.float64), w[:2, 0, 0, 0], b[:2]) ** 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CNN))
+def test_cnn_second_order_matches_torch(name):
+    fn = CNN[name]
+    rng = np.random.default_rng(len(name))
+    x0 = rng.standard_normal((2, 2, 4, 5))
+    res = []
+    for L in (ag, torch):
+        x = L.tensor(x0, dtype=L.float64, requires_grad=True)
+        w, b = _cnn_params(L)
+        y = fn(L, x, w, b)
+        gx, gw, gb = L.autograd.grad(y.sum(), (x, w, b), create_graph=True, allow_unused=True)
+        pen = sum((g * g).sum() for g in (gx, gw, gb) if g is not None)
+        hs = L.autograd.grad(pen, (x, w, b), allow_unused=True)
+        res.append([None if t is None else t.detach().numpy(force=True).copy() for t in (gx, gw, gb) + tuple(hs)])
+    for o, t in zip(*res):
+        if t is None:
+            assert o is None or np.allclose(o, 0)
+        else:
+            assert o is not None
+            np.testing.assert_allclose(o, t, rtol=1e-8, atol=1e-10)
+
+
+def test_cnn_gradgradcheck_and_dropout():
+    x = ag.tensor(np.random.default_rng(1).standard_normal((1, 2, 4, 4)), dtype=ag.float64, requires_grad=True)
+    w, b = _cnn_params(ag)
+    w = w.detach()[:, :, :2, :2].clone().requires_grad_(True)
+    assert gradgradcheck(lambda t, k: ag.nn.functional.conv2d(t, k, None, padding=1).tanh(), (x, w), atol=1e-4)
+    assert gradgradcheck(lambda t: ag.nn.functional.max_pool2d(t * t, 2), (x,), atol=1e-4)
+    assert gradgradcheck(lambda t: ag.nn.functional.layer_norm(t, (4, 4)) ** 2, (x,), atol=1e-4)
+
+    def drop(t):
+        ag.manual_seed(0)
+        return ag.nn.functional.dropout(t * t, 0.4)
+    assert gradgradcheck(drop, (x,), atol=1e-4)
