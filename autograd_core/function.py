@@ -109,8 +109,9 @@ class Node:
     def _check_versions(self):
         for counter, version, arr, fn, nr in self.vc:
             if counter[0] != version:
-                origin = (f", which is output {nr} of {type(fn).__name__}," if fn is not None and fn._is_node
-                          else "")
+                # a node's own saved output is recorded with the node's class (no reference cycle)
+                name = fn.__name__ if isinstance(fn, type) else type(fn).__name__
+                origin = (f", which is output {nr} of {name}," if fn is not None and fn._is_node else "")
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an "
                     f"inplace operation: [{_type_string(arr)}]{origin} is at version "
@@ -142,7 +143,12 @@ class _RemovableHandle:
 
 
 def saved_version(t):
-    """The record `(counter, version, array, node, output_nr)` kept for a tensor saved for backward."""
+    """The record `(counter, version, array, node, output_nr)` kept for a tensor saved for backward.
+
+    A node that saves its own output records its class instead of itself: a node referring to
+    itself would be a reference cycle, freed only by the cyclic GC (whose pauses then land in
+    the middle of planners' optimisation loops).
+    """
     vc = t._vc
     return (vc, vc[0], t._data, t._fn, t._nr)
 

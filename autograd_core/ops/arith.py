@@ -497,7 +497,7 @@ def pow(self, exponent):
         n = _make_node(PowBackward1, self, exponent)
         n.saved = (ad, bd, out)
         res = _wrap(out, n)
-        n.vc = (saved_version(self), saved_version(exponent), (res._vc, 0, out, n, 0))
+        n.vc = (saved_version(self), saved_version(exponent), (res._vc, 0, out, type(n), 0))
         return res
     return _wrap(out)
 
@@ -517,7 +517,7 @@ def rpow(self, base):
         n = node1(PowBackward2, self, out)
         n.base = base
         res = _wrap(out, n)
-        n.vc = ((res._vc, 0, out, n, 0),)
+        n.vc = ((res._vc, 0, out, type(n), 0),)
         return res
     return _wrap(out)
 

@@ -8,7 +8,7 @@ def _unary(cls, t, out, saved, save_out=False):
     if t._rg and _gs.enabled:
         n = node1(cls, t, saved)
         res = _wrap(out, n)
-        n.vc = ((res._vc, 0, out, n, 0),) if save_out else (saved_version(t),)
+        n.vc = ((res._vc, 0, out, type(n), 0),) if save_out else (saved_version(t),)
         return res
     return _wrap(out)
 
@@ -49,7 +49,7 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
             res._base = None
             res._extra = None
             n.saved = (x, out)
-            n.vc = ((vc, 0, out, n, 0),) if save_out else ((self._vc, self._vc[0], x, fn, self._nr),)
+            n.vc = ((vc, 0, out, cls, 0),) if save_out else ((self._vc, self._vc[0], x, fn, self._nr),)
             return res
         return _wrap(out)
 

@@ -507,7 +507,7 @@ def _saves_output(n, out, axis):
     """`out` wrapped with the node `n` that saved it (softmax, log_softmax) along `axis`."""
     n.axis = axis
     res = _wrap(out, n)
-    n.vc = ((res._vc, 0, out, n, 0),)
+    n.vc = ((res._vc, 0, out, type(n), 0),)
     return res
 
 
