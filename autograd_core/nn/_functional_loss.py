@@ -63,7 +63,9 @@ def _float_pair(input, target, fn):  # noqa: A002
                         f"{type(input if bad == 'input' else target).__name__}")
     x, t = input._data, target._data
     if x.dtype.kind != "f":
-        raise RuntimeError(f"{fn}: expected a floating point input, got {input.dtype}")
+        if t.dtype.kind != "f":
+            raise RuntimeError(f"{fn}: expected a floating point input, got {input.dtype}")
+        x = x.astype(t.dtype)  # an integer/bool input meets a float target: torch promotes
     if t.dtype != x.dtype:
         t = t.astype(np.result_type(x.dtype, t.dtype) if t.dtype.kind == "f" else x.dtype)
         if t.dtype != x.dtype:

@@ -159,6 +159,8 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
     """clamp(x, min_val, max_val); any shape."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    if input._data.dtype.kind in "iu" and float(min_val).is_integer() and float(max_val).is_integer():
+        min_val, max_val = int(min_val), int(max_val)  # torch: an integer input stays integer
     return _inplace.clamp_(input, min_val, max_val) if inplace else _pw.clamp(input, min_val, max_val)
 
 

@@ -477,6 +477,8 @@ def pow(self, exponent):
         ad = self._data
         if ad.dtype.kind != "f" and isinstance(exponent, float):
             ad = ad.astype(D.get_default_dtype().np)
+        elif ad.dtype == np.bool_:
+            ad = ad.astype(np.int64)  # torch: bool ** int is int64
         if exponent == 2:
             out = ad * ad
         elif exponent == 0.5:

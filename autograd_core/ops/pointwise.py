@@ -13,7 +13,7 @@ def _unary(cls, t, out, saved, save_out=False):
     return _wrap(out)
 
 
-def _def_unary(name, fwd, bwd, save="input", doc=""):
+def _def_unary(name, fwd, bwd, save="input", doc="", keeps_int=False):
     """Define a unary op `name` with NumPy forward `fwd(x)` and backward `bwd(g, x, out)`."""
     node_name = name[0].upper() + name[1:] + "Backward0"
 
@@ -30,6 +30,8 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
     def op(self):
         x = self._data
         if x.dtype.kind != "f":
+            if keeps_int and x.dtype.kind in "iu":  # abs/relu of an integer tensor stay integer (torch)
+                return _wrap(np.asarray(fwd(x)))
             x = x.astype(default_float().np)
         out = fwd(x)
         if self._rg and _gs.enabled:
@@ -75,7 +77,7 @@ Log1PBackward0, log1p = _def_unary("log1p", np.log1p, lambda g, x, o: g / (1 + x
 Expm1Backward0, expm1 = _def_unary("expm1", np.expm1, lambda g, x, o: g * (o + 1), save="output")
 SqrtBackward0, sqrt = _def_unary("sqrt", np.sqrt, lambda g, x, o: g / (2 * o), save="output")
 RsqrtBackward0, rsqrt = _def_unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, x, o: g * (-0.5 * o ** 3), save="output")
-AbsBackward0, abs = _def_unary("abs", np.abs, lambda g, x, o: g * np.sign(x))  # noqa: A001
+AbsBackward0, abs = _def_unary("abs", np.abs, lambda g, x, o: g * np.sign(x), keeps_int=True)  # noqa: A001
 SinBackward0, sin = _def_unary("sin", np.sin, lambda g, x, o: g * np.cos(x))
 CosBackward0, cos = _def_unary("cos", np.cos, lambda g, x, o: -g * np.sin(x))
 TanBackward0, tan = _def_unary("tan", np.tan, lambda g, x, o: g * (1 + o * o), save="output")
@@ -113,7 +115,8 @@ def _masked(g, mask):
 
 
 ReluBackward0, relu = _def_unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
-                                 lambda g, x, o: _masked(g, ~(o <= 0)), save="output")  # NaN passes, as torch
+                                 lambda g, x, o: _masked(g, ~(o <= 0)), save="output",  # NaN passes, as torch
+                                 keeps_int=True)
 
 
 def square(self):
@@ -122,6 +125,8 @@ def square(self):
 
 
 def sign(self):
+    if self._data.dtype == np.bool_:
+        return _wrap(self._data.copy())  # torch: sign of a bool tensor is itself
     return _zero_grad_unary(self, np.sign, "SignBackward0")
 
 

@@ -362,3 +362,16 @@ def test_edge_conventions_match_torch():
         np.testing.assert_allclose(vo, vt, rtol=1e-12, equal_nan=True)
         for a, b in zip(go, gt):
             np.testing.assert_allclose(a, b, rtol=1e-12, equal_nan=True)
+
+
+def test_integer_and_bool_inputs_keep_torchs_dtypes():
+    def run(L):
+        i = L.tensor([[-2, 0, 3]])
+        b = L.tensor([True, False, True])
+        f = L.tensor([0.5, -1.5, 2.0])
+        F = L.nn.functional
+        outs = [i.abs(), i.relu(), F.hardtanh(i), F.relu6(i * 3), b ** 2, b.square(), b.sign(), i.sign(),
+                F.mse_loss(i[0], f), F.l1_loss(i[0], f), i.sum(-1, keepdim=True), b.sum(0), i.amax(-1),
+                L.tensor(3).sum(0), L.tensor(True).any(-1), i * 2.5, b + 1, i.clamp(-1, 1), i.clamp(-1.0, 1.0)]
+        return [(str(o.dtype).split(".")[-1], o.tolist()) for o in outs]
+    assert run(ag) == run(torch)
