@@ -109,14 +109,18 @@ def _sigmoid_backward(g, x, o):
 TanhBackward0, tanh = _def_unary("tanh", np.tanh, _tanh_backward, save="output")
 SigmoidBackward0, sigmoid = _def_unary("sigmoid", _sigmoid_np, _sigmoid_backward, save="output")
 ReciprocalBackward0, reciprocal = _def_unary("reciprocal", lambda x: 1 / x, lambda g, x, o: -g * o * o, save="output")
+def _relu_backward(g, x, o):
+    # torch's threshold_backward: 0 where out <= 0, g elsewhere (a NaN output passes its gradient)
+    return np.where(o <= 0, np.zeros((), g.dtype), g)
+
+
 def _masked(g, mask):
     """g where mask, else 0: unlike g * mask, an inf/NaN gradient does not leak through (torch)."""
     return np.where(mask, g, np.zeros((), g.dtype))
 
 
 ReluBackward0, relu = _def_unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
-                                 lambda g, x, o: _masked(g, ~(o <= 0)), save="output",  # NaN passes, as torch
-                                 keeps_int=True)
+                                 _relu_backward, save="output", keeps_int=True)
 
 
 def square(self):
@@ -254,12 +258,16 @@ class ClampBackward1(Node):
 
     def backward(self, g):
         x = self.saved
-        mask = np.ones(x.shape, dtype=bool)
-        if self.lo is not None:
-            mask &= x >= self.lo
-        if self.hi is not None:
-            mask &= x <= self.hi
-        return (_masked(g, mask),)
+        lo, hi = self.lo, self.hi
+        if lo is not None:
+            mask = x >= lo
+            if hi is not None:
+                mask &= x <= hi
+        elif hi is not None:
+            mask = x <= hi
+        else:
+            mask = np.ones(x.shape, dtype=bool)
+        return (np.where(mask, g, np.zeros((), g.dtype)),)
 
 
 class ClampBackward0(Node):
@@ -346,13 +354,23 @@ class _MinMaxBackward(Node):
     __slots__ = ("sa", "sb", "is_max")
 
     def backward(self, g):
+        # torch: ga = where(a == b, g / 2, g).masked_fill(a < b, 0) (for max; mirrored for b and
+        # for min), so a NaN pair passes g to both sides and a masked side gets an exact 0.
         a, b = self.saved
         ea, eb = self.next_edges
-        wa, wb = _minmax_weights(a, b, self.is_max, type(self) in (FmaxBackward0, FminBackward0))
         z = np.zeros((), g.dtype)
-        ga = reduce_to_shape(np.where(wa, g * wa.astype(g.dtype), z), self.sa) if ea is not None else None
-        gb = reduce_to_shape(np.where(wb, g * wb.astype(g.dtype), z), self.sb) if eb is not None else None
-        return ga, gb
+        if self._fnan:
+            wa = (a >= b) if self.is_max else (a <= b)
+            wa |= np.isnan(b)
+            ga = np.where(wa, g, z)
+            gb = np.where(wa, z, g)
+        else:
+            tie = a == b
+            h = np.where(tie, g * g.dtype.type(0.5), g) if np.count_nonzero(tie) else g
+            ga = np.where((a < b) if self.is_max else (a > b), z, h)
+            gb = np.where((b < a) if self.is_max else (b > a), z, h)
+        return (reduce_to_shape(ga, self.sa) if ea is not None else None,
+                reduce_to_shape(gb, self.sb) if eb is not None else None)
 
 
 def _minmax_weights(a, b, is_max, ignore_nan):
@@ -379,18 +397,22 @@ def _minmax_weights(a, b, is_max, ignore_nan):
 
 class MaximumBackward0(_MinMaxBackward):
     __slots__ = ()
+    _fnan = False
 
 
 class MinimumBackward0(_MinMaxBackward):
     __slots__ = ()
+    _fnan = False
 
 
 class FmaxBackward0(_MinMaxBackward):
     __slots__ = ()
+    _fnan = True
 
 
 class FminBackward0(_MinMaxBackward):
     __slots__ = ()
+    _fnan = True
 
 
 def _minmax(self, other, is_max, ignore_nan=False):

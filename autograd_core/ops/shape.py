@@ -1,4 +1,6 @@
 """Shape ops (views share data and the version counter with their base), joins and splits, copies."""
+from weakref import ref as _weakref
+
 from ._base import D, Node, Tensor, _gs, _new, _wrap, node1, normalize_dims, np, one_dim
 
 
@@ -9,35 +11,67 @@ def _view(t, out, cls, shape=None, recipe=None, **attrs):
     `recipe` = (kind, arg) says how to re-make the view from `t` (see ops/inplace.py: in-place
     ops on views, and views whose base changed in place).
     """
+    base = t._base
+    if base is None:
+        base = t
     if t._rg and _gs.enabled:
         n = node1(cls, t)
         if shape is not None:
             n.shape = shape
-        for k, v in attrs.items():
-            setattr(n, k, v)
-        r = _wrap(out, n, vc=t._vc)
-        r._extra = {"view_of": (t,) + recipe} if recipe is not None else None
-        register_view(t if t._base is None else t._base, r)
-    else:
-        r = _wrap(out, vc=t._vc)
+        if attrs:
+            for k, v in attrs.items():
+                setattr(n, k, v)
+        r = _wrap(out, n, t._vc)
         if recipe is not None:
-            r._extra = {"view_of": (t,) + recipe}
-    r._base = t if t._base is None else t._base
+            r._extra = {"view_of": (t, recipe[0], recipe[1])}
+            if base._fn is not None:
+                register_view(base, r)
+    else:
+        r = _wrap(out, None, t._vc)
+        if recipe is not None:
+            r._extra = {"view_of": (t, recipe[0], recipe[1])}
+    r._base = base
+    return r
+
+
+def _reshape_view(t, out, in_shape):
+    """`_view` for reshape/view (the hot one): a ViewBackward0 node, recipe ("reshape", out.shape)."""
+    base = t._base
+    if base is None:
+        base = t
+    if t._rg and _gs.enabled:
+        n = node1(ViewBackward0, t)
+        n.shape = in_shape
+        r = _wrap(out, n, t._vc)
+        r._extra = {"view_of": (t, "reshape", out.shape)}
+        if base._fn is not None:
+            register_view(base, r)
+    else:
+        r = _wrap(out, None, t._vc)
+        r._extra = {"view_of": (t, "reshape", out.shape)}
+    r._base = base
     return r
 
 
 def register_view(base, view):
-    """Remember a view made while recording, so that an in-place op on `base` re-makes its history."""
-    import weakref
+    """Remember a view made while recording, so that an in-place op on `base` re-makes its history.
+
+    Only non-leaf bases: an in-place op on a leaf that requires grad is an error while recording,
+    so views of leaves (parameters sliced in a cost function) never need it and cost nothing.
+    """
+    if base._fn is None:
+        return
     ex = base._extra
     if ex is None:
-        ex = base._extra = {}
+        base._extra = {"views": [_weakref(view)]}
+        return
     views = ex.get("views")
     if views is None:
-        views = ex["views"] = []
-    elif len(views) >= 64:
+        ex["views"] = [_weakref(view)]
+        return
+    if len(views) >= 64:
         views[:] = [w for w in views if w() is not None]
-    views.append(weakref.ref(view))
+    views.append(_weakref(view))
 
 
 class _ReshapeBack(Node):
@@ -77,7 +111,7 @@ def reshape(self, *shape):
     except ValueError:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.size}") from None
     if np.may_share_memory(out, x) or not out.size:
-        return _view(self, out, ViewBackward0, shape=x.shape, recipe=("reshape", out.shape))
+        return _reshape_view(self, out, x.shape)
     return _copy_result(self, out, ViewBackward0, shape=x.shape)
 
 
@@ -98,7 +132,7 @@ def view(self, *shape):
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.size}") from None
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
                            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
-    return _view(self, out, ViewBackward0, shape=x.shape, recipe=("reshape", out.shape))
+    return _reshape_view(self, out, x.shape)
 
 
 def view_as(self, other):
