@@ -45,6 +45,7 @@ absolute, clip, arctan2 = abs, clamp, atan2
     _shape.vstack, _shape.split, _shape.chunk, _shape.unbind, _shape.clone, _shape.flip, _shape.roll,
     _shape.broadcast_to)
 swapaxes, moveaxis = transpose, movedim
+narrow, select = _shape.narrow, _shape.select
 gather, index_select, masked_fill, take = _indexing.gather, _indexing.index_select, _indexing.masked_fill, _indexing.take
 
 

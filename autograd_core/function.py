@@ -109,8 +109,9 @@ class Node:
     def _check_versions(self):
         for counter, version, arr, fn, nr in self.vc:
             if counter[0] != version:
-                origin = (f", which is output {nr} of {type(fn).__name__}," if fn is not None and fn._is_node
-                          else "")
+                # a node's own saved output is recorded with the node's class (no reference cycle)
+                name = fn.__name__ if isinstance(fn, type) else type(fn).__name__
+                origin = (f", which is output {nr} of {name}," if fn is not None and fn._is_node else "")
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an "
                     f"inplace operation: [{_type_string(arr)}]{origin} is at version "
@@ -142,7 +143,12 @@ class _RemovableHandle:
 
 
 def saved_version(t):
-    """The record `(counter, version, array, node, output_nr)` kept for a tensor saved for backward."""
+    """The record `(counter, version, array, node, output_nr)` kept for a tensor saved for backward.
+
+    A node that saves its own output records its class instead of itself: a node referring to
+    itself would be a reference cycle, freed only by the cyclic GC (whose pauses then land in
+    the middle of planners' optimisation loops).
+    """
     vc = t._vc
     return (vc, vc[0], t._data, t._fn, t._nr)
 
@@ -277,13 +283,14 @@ def _execute(heap, buffers, retain_graph, capture, accumulate):
     leaf_grads = {}  # leaf -> summed gradient; accumulated into .grad once, after the sweep
     lget = leaf_grads.get
     freed = _FREED
-    while heap:
-        node = pop(heap)[1]
+    hooks_registered = _hooks_registered
+    node = pop(heap)[1] if heap else None
+    while node is not None:
         grad = bpop(node)
         saved = node.saved
         if saved is freed:
             raise _freed_error()
-        if _hooks_registered[0] or capture is not None:
+        if hooks_registered[0] or capture is not None:
             hooks = _node_hooks.get(node)
             grad = _apply_pre_hooks(node, grad, hooks[0] if hooks else None, capture, _wrap)
         else:
@@ -298,26 +305,39 @@ def _execute(heap, buffers, retain_graph, capture, accumulate):
                    tuple(_wrap(x) for x in (grad if node._multi else (grad,)) if x is not None))
         if saved is not None and not retain_graph:
             node.saved = freed
-        i = 0
-        for e in node.next_edges:
-            g = grads[i]
-            i += 1
+        # Chains: when the only pending node is the one this node feeds, run it next without
+        # going through the heap (it is then the highest-sequence pending node by definition).
+        nxt = None
+        for e, g in zip(node.next_edges, grads):
             if e is None or g is None:
                 continue
             tgt = e[0]
             if tgt._is_node:
                 if tgt._multi:
+                    if nxt is not None:
+                        push(heap, (-nxt.seq, nxt))
+                        nxt = None
                     _route(e, g, buffers, heap, leaf_grads)
                     continue
                 prev = bget(tgt)
                 if prev is None:
                     buffers[tgt] = g
-                    push(heap, (-tgt.seq, tgt))
+                    if nxt is None and not heap:
+                        nxt = tgt
+                    else:
+                        if nxt is not None:
+                            push(heap, (-nxt.seq, nxt))
+                            nxt = None
+                        push(heap, (-tgt.seq, tgt))
                 else:
                     buffers[tgt] = prev + g
             else:
                 prev = lget(tgt)
                 leaf_grads[tgt] = g if prev is None else prev + g
+        if nxt is not None:
+            node = nxt
+        else:
+            node = pop(heap)[1] if heap else None
     for leaf, g in leaf_grads.items():
         if capture is not None and id(leaf) in capture:
             prev = capture[id(leaf)]
@@ -346,6 +366,141 @@ def _apply_pre_hooks(node, grad, pre, capture, wrap):
                 prev = capture[key]
                 capture[key] = g if prev is None else prev + g
     return grads if multi else grads[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The graph-recording engine (create_graph=True)
+# ---------------------------------------------------------------------------------------------
+#
+# Same sweep as `_execute`, but gradients are Tensors and every node runs `backward_t`, its
+# backward formula written in differentiable autograd_core ops (see `_double.py`), with grad
+# recording on: the gradients carry a graph and can be differentiated again, to any order.
+# The NumPy path above stays untouched for ordinary first-order backward passes.
+
+def run_backward_graph(roots, root_grads, capture=None, accumulate=True, stop=False):
+    """`run_backward` with Tensor gradients that record their own graph.
+
+    `capture` maps capture keys (leaf id, or (node, output_nr)) to None and receives Tensors.
+    With `stop`, captured non-leaf outputs are not propagated further (partial derivatives with
+    respect to intermediate tensors, used by decomposed backward formulas).
+    """
+    from . import _double  # noqa: F401  (attaches backward_t to every node class)
+    buffers = {}
+    heap = []
+    leaf_grads = {}
+    for t, g in zip(roots, root_grads):
+        fn = t._fn
+        if fn is None:
+            if not t._rg:
+                raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+            prev = leaf_grads.get(t)
+            leaf_grads[t] = g if prev is None else prev + g
+            continue
+        if fn not in buffers:
+            heappush(heap, (-fn.seq, fn))
+        if fn._multi:
+            buf = buffers.get(fn)
+            if buf is None:
+                buf = buffers[fn] = [None] * fn.n_outputs
+            nr = t._nr
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
+        else:
+            prev = buffers.get(fn)
+            buffers[fn] = g if prev is None else prev + g
+    prev_mode = _gm._state.enabled
+    _gm._state.enabled = True
+    try:
+        _execute_graph(heap, buffers, leaf_grads, capture, stop)
+    finally:
+        _gm._state.enabled = prev_mode
+    for leaf, g in leaf_grads.items():
+        if capture is not None and id(leaf) in capture:
+            prev = capture[id(leaf)]
+            capture[id(leaf)] = g if prev is None else prev + g
+        if accumulate:
+            _accumulate_leaf_graph(leaf, g)
+
+
+def _accumulate_leaf_graph(leaf, g):
+    ex = leaf._extra
+    if ex is not None:
+        hooks = ex.get("hooks")
+        if hooks:
+            for fn in list(hooks):
+                r = fn(g)
+                if r is not None:
+                    g = r
+    if g._data.dtype != leaf._data.dtype:
+        g = g.to(leaf.dtype)
+    cur = leaf._grad
+    if cur is None:
+        # torch keeps the graph of a create_graph gradient in .grad
+        leaf._grad = g if g._fn is not None else _wrap(np.array(g._data, dtype=leaf._data.dtype))
+    else:
+        leaf._grad = cur + g  # out of place, so that the old .grad (and its graph) stays valid
+
+
+def _execute_graph(heap, buffers, leaf_grads, capture, stop):
+    while heap:
+        node = heappop(heap)[1]
+        grad = buffers.pop(node)
+        if node.saved is _FREED:
+            raise _freed_error()
+        multi = node._multi
+        grads_in = list(grad) if multi else [grad]
+        hooks = _node_hooks.get(node) if _hooks_registered[0] else None
+        if hooks and hooks[0]:
+            for nr, fn in list(hooks[0]):
+                if nr is None:
+                    r = fn(tuple(grads_in))
+                    if r is not None:
+                        grads_in = list(r)
+                elif grads_in[nr] is not None:
+                    r = fn(grads_in[nr])
+                    if r is not None:
+                        grads_in[nr] = r
+        if capture is not None:
+            hit = False
+            for nr, g in enumerate(grads_in):
+                key = (node, nr)
+                if g is not None and key in capture:
+                    prev = capture[key]
+                    capture[key] = g if prev is None else prev + g
+                    hit = True
+            if hit and stop:
+                continue
+        for rec in node.vc:
+            if rec[0][0] != rec[1]:
+                node._check_versions()
+        grads = node.backward_t(grads_in if multi else grads_in[0])
+        if hooks and hooks[1]:
+            for fn in list(hooks[1]):
+                fn(tuple(grads), tuple(x for x in grads_in if x is not None))
+        i = 0
+        for e in node.next_edges:
+            g = grads[i]
+            i += 1
+            if e is None or g is None:
+                continue
+            tgt = e[0]
+            if tgt._is_node:
+                if tgt._multi:
+                    buf = buffers.get(tgt)
+                    if buf is None:
+                        buf = buffers[tgt] = [None] * tgt.n_outputs
+                        heappush(heap, (-tgt.seq, tgt))
+                    nr = e[1]
+                    buf[nr] = g if buf[nr] is None else buf[nr] + g
+                    continue
+                prev = buffers.get(tgt)
+                if prev is None:
+                    buffers[tgt] = g
+                    heappush(heap, (-tgt.seq, tgt))
+                else:
+                    buffers[tgt] = prev + g
+            else:
+                prev = leaf_grads.get(tgt)
+                leaf_grads[tgt] = g if prev is None else prev + g
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,6 +580,44 @@ class BackwardCFunction(Node):
             out.append(arr)
         # Edges exist only for differentiable tensor inputs; drop the rest.
         return tuple(g for g, spec in zip(out, self._in_specs) if spec is not None)
+
+
+def _function_backward_t(self, grads):
+    """create_graph=True: the user's backward runs with grad recording on, on Tensor grads."""
+    gs = []
+    for g, (shape, dt) in zip(grads, self._out_meta):
+        gs.append(_wrap(np.zeros(shape, dt)) if g is None and self._materialize else g)
+    res = self._fn_cls.backward(self, *gs)
+    if not isinstance(res, tuple):
+        res = (res,)
+    n_in = len(self.needs_input_grad)
+    if len(res) < n_in:
+        raise RuntimeError(f"function {self._fn_cls.__name__}Backward returned an incorrect number "
+                           f"of gradients (expected {n_in}, got {len(res)})")
+    from ._double import sum_to
+    out = []
+    for r, spec in zip(res[:n_in], self._in_specs):
+        if spec is None:
+            continue
+        if r is None:
+            out.append(None)
+            continue
+        if not hasattr(r, "_data"):
+            r = _wrap(np.asarray(r))
+        shape, dt = spec
+        if r._data.shape != shape:
+            try:
+                np.broadcast_shapes(r._data.shape, shape)
+            except ValueError:
+                raise RuntimeError(f"Function {self._fn_cls.__name__}Backward returned an invalid gradient "
+                                   f"- got {list(r._data.shape)} but expected shape compatible with "
+                                   f"{list(shape)}") from None
+            r = sum_to(r.expand(np.broadcast_shapes(r._data.shape, shape)), shape)
+        out.append(r)
+    return tuple(out)
+
+
+BackwardCFunction.backward_t = _function_backward_t
 
 
 class _FunctionMeta(type):

@@ -1,7 +1,7 @@
 """gradcheck: analytic gradients (backward) against float64 central finite differences."""
 import numpy as np
 
-__all__ = ["gradcheck", "GradcheckError"]
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
 
 
 class GradcheckError(RuntimeError):
@@ -106,3 +106,45 @@ def _fail(raise_exception, msg):
     if raise_exception:
         raise GradcheckError(msg)
     return False
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3, gen_non_contig_grad_outputs=False,
+                  raise_exception=True, nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
+                  check_batched_grad=False, check_fwd_over_rev=False, check_rev_over_rev=True, fast_mode=False,
+                  masked=None, **_ignored):
+    """Check second derivatives: gradcheck of (inputs, grad_outputs) -> d(func)/d(inputs) . grad_outputs.
+
+    The first-order gradients are computed with create_graph=True, so their own backward is the
+    analytic second derivative that gradcheck compares with central differences. `grad_outputs`
+    default to random float64 tensors (fixed seed) that require grad, as in torch, so the
+    derivative with respect to them is checked too.
+    """
+    from .tensor import Tensor, _wrap
+    from .autograd import grad as _grad
+
+    if isinstance(inputs, Tensor):
+        inputs = (inputs,)
+    inputs = tuple(inputs)
+    outs = _flatten_outputs(func(*inputs))
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(_wrap(rng.standard_normal(o._data.shape).astype(o._data.dtype)).requires_grad_(True)
+                             for o in outs if o.requires_grad)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = (grad_outputs,)
+    grad_outputs = tuple(grad_outputs)
+    n_in = len(inputs)
+    diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+
+    def new_func(*args):
+        from .grad_mode import enable_grad
+        ins = args[:n_in]
+        gos = args[n_in:]
+        with enable_grad():  # gradcheck evaluates under no_grad; the first derivatives need a graph
+            outputs = [o for o in _flatten_outputs(func(*ins)) if o.requires_grad]
+            diff_in = [ins[i] for i in diff_idx]
+            gs = _grad(outputs, diff_in, grad_outputs=list(gos), create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return gradcheck(new_func, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, nondet_tol=nondet_tol)

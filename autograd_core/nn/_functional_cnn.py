@@ -137,7 +137,7 @@ def _sigmoid(x, out=None):
 # convolution
 # ---------------------------------------------------------------------------------------------
 class ConvolutionBackward0(Node):
-    __slots__ = ("meta",)
+    __slots__ = ("meta", "args")  # args: (x, w, b arrays, output shape) for the double backward
 
     def backward(self, g):
         ex, ew, eb = self.next_edges
@@ -389,6 +389,7 @@ def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd):
         n = _node(ConvolutionBackward0, (input._edge(), weight._edge(), _edge(bias)), (cols, w2),
                   (saved_version(input), saved_version(weight)))
         n.meta = meta
+        n.args = (input._data, weight._data, b, y.shape)
         return _wrap(y, n)
     return _wrap(y)
 
@@ -530,7 +531,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 class AvgPool2DBackward0(Node):
-    __slots__ = ("meta",)
+    __slots__ = ("meta", "args")  # args: avg_pool2d's arguments, for the double backward
 
     def backward(self, g):
         in_shape, N, C, kh, kw, sh, sw, ph, pw, H, W, Hp, Wp, Ho, Wo, div = self.meta
@@ -589,6 +590,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     if _needs_grad(input):
         n = _node(AvgPool2DBackward0, (input._edge(),), None)
         n.meta = (in_shape, N, C, kh, kw, sh, sw, ph, pw, H, W, Hp, Wp, Ho, Wo, div)
+        n.args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
         return _wrap(y, n)
     return _wrap(y)
 
@@ -604,7 +606,7 @@ def _adaptive_matrix(L, Lo, dtype):
 
 
 class AdaptiveAvgPool2DBackward0(Node):
-    __slots__ = ("meta",)
+    __slots__ = ("meta", "args")
 
     def backward(self, g):
         in_shape, N, C, H, W, Ho, Wo, mode = self.meta
@@ -659,6 +661,7 @@ def adaptive_avg_pool2d(input, output_size):
     if _needs_grad(input):
         n = _node(AdaptiveAvgPool2DBackward0, (input._edge(),), saved)
         n.meta = (in_shape, N, C, H, W, Ho, Wo, mode)
+        n.args = output_size
         return _wrap(y, n)
     return _wrap(y)
 
@@ -699,7 +702,7 @@ def adaptive_avg_pool1d(input, output_size):
 # normalisation
 # ---------------------------------------------------------------------------------------------
 class NativeBatchNormBackward0(Node):
-    __slots__ = ("meta",)
+    __slots__ = ("meta", "args")  # args: (eps, bias array), for the double backward
 
     def backward(self, g):
         ex, ew, eb = self.next_edges
@@ -800,12 +803,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         n = _node(NativeBatchNormBackward0, (input._edge(), _edge(weight), _edge(bias)),
                   (x3, mean.copy() if not training else mean, invstd, w), _vcs(input, weight))
         n.meta = (shape, bool(training))
+        n.args = (eps, _data(bias))
         return _wrap(y, n)
     return _wrap(y)
 
 
 class NativeLayerNormBackward0(Node):
-    __slots__ = ("meta",)
+    __slots__ = ("meta", "args")  # args: (x, eps), for the double backward
 
     def backward(self, g):
         ex, ew, eb = self.next_edges
@@ -866,6 +870,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         n = _node(NativeLayerNormBackward0, (input._edge(), _edge(weight), _edge(bias)), (xhat, rstd, wf),
                   _vcs(weight))
         n.meta = (shape, D, ns)
+        n.args = (x, eps)
         return _wrap(y, n)
     return _wrap(y)
 

@@ -63,7 +63,9 @@ def _float_pair(input, target, fn):  # noqa: A002
                         f"{type(input if bad == 'input' else target).__name__}")
     x, t = input._data, target._data
     if x.dtype.kind != "f":
-        raise RuntimeError(f"{fn}: expected a floating point input, got {input.dtype}")
+        if t.dtype.kind != "f":
+            raise RuntimeError(f"{fn}: expected a floating point input, got {input.dtype}")
+        x = x.astype(t.dtype)  # an integer/bool input meets a float target: torch promotes
     if t.dtype != x.dtype:
         t = t.astype(np.result_type(x.dtype, t.dtype) if t.dtype.kind == "f" else x.dtype)
         if t.dtype != x.dtype:
@@ -468,7 +470,7 @@ class CrossEntropyLossBackward0(Node):
     saved = (logp (R, C), safe (R,) or None, valid (R,) or None, wy (R,) or target probs (R, C), w).
     """
 
-    __slots__ = ("reduction", "shape", "axis", "denom", "mode", "eps")
+    __slots__ = ("reduction", "shape", "axis", "denom", "mode", "eps", "x")
 
     def backward(self, g):
         logp, safe, valid, b, w = self.saved
@@ -522,11 +524,16 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     x = input._data
     if x.dtype.kind != "f":
         raise RuntimeError(f"cross_entropy: expected a floating point input (logits), got {input.dtype}")
+    eps = float(label_smoothing)
+    if target._data.shape != x.shape and not eps and x.ndim:
+        # Index targets: log_softmax then nll_loss, torch's graph (NllLossBackward0 -> LogSoftmaxBackward0).
+        from ..ops.reduction import log_softmax
+        return nll_loss(log_softmax(input, 1 if x.ndim >= 2 else 0), target, weight, ignore_index=ignore_index,
+                        reduction=reduction)
     x2, axis = _rows(x, "cross_entropy")
     c = x2.shape[1]
     w = _class_weight(weight, c, x.dtype, "cross_entropy")
     logp = _log_softmax_rows(x2)
-    eps = float(label_smoothing)
     if target._data.shape == x.shape:
         # Class-probability targets.
         if target._data.dtype.kind != "f":
@@ -554,6 +561,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         n = _new(CrossEntropyLossBackward0)
         n.next_edges = (input._edge(), target._edge()) if target_grad else (input._edge(),)
         n.saved = (logp, safe, valid, b, w)
+        n.x = (x, target._data)
         n.vc = ()
         n.reduction = reduction
         n.shape = x.shape

@@ -15,6 +15,7 @@ from .. import grad_mode as _gm
 from ..ops._base import _new, as_float as _as_float, node1  # nodes stamped with their creation order
 from ..function import Node, saved_version
 from ..ops import inplace as _inplace, pointwise as _pw, reduction as _red
+from ..ops.shape import TBackward0 as _TBackward0
 from ..tensor import Tensor, _wrap
 from ._functional_loss import (binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                                cross_entropy, huber_loss, l1_loss, mse_loss, nll_loss, smooth_l1_loss)
@@ -30,25 +31,24 @@ __all__ = ["linear", "relu", "relu_", "leaky_relu", "leaky_relu_", "tanh", "sigm
 # ---------------------------------------------------------------------------------------------
 # linear
 class _LinearNode(Node):
-    """y = x @ W.T (+ b) for x of shape (..., in); saved = (x, W) arrays."""
+    """y = x @ mat2 (+ b) for 2-D x, mat2 = W.T; saved = (x, W) arrays.
+
+    Edges in torch's order: AddmmBackward0 (bias, input, TBackward0(weight)), MmBackward0
+    (input, TBackward0(weight)); the TBackward0 node turns the mat2 gradient into W's.
+    """
 
     __slots__ = ()
 
     def backward(self, g):
         x, w = self.saved
         edges = self.next_edges
-        gx = g @ w if edges[0] is not None else None
-        gw = gb = None
-        if edges[1] is not None:
-            if x.ndim == 1:
-                gw = np.multiply.outer(g, x)
-            elif x.ndim == 2:
-                gw = g.T @ x
-            else:
-                gw = g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1])
-        if len(edges) == 3 and edges[2] is not None:
-            gb = g if g.ndim == 1 else g.reshape(-1, g.shape[-1]).sum(0)
-        return (gx, gw, gb) if len(edges) == 3 else (gx, gw)
+        has_bias = len(edges) == 3
+        ex, ewt = edges[-2], edges[-1]
+        gx = g @ w if ex is not None else None
+        gwt = x.T @ g if ewt is not None else None
+        if has_bias:
+            return (g.sum(0) if edges[0] is not None else None), gx, gwt
+        return gx, gwt
 
 
 class AddmmBackward0(_LinearNode):
@@ -59,12 +59,6 @@ class AddmmBackward0(_LinearNode):
 
 class MmBackward0(_LinearNode):
     """2-D input, no bias."""
-
-    __slots__ = ()
-
-
-class LinearBackward0(_LinearNode):
-    """1-D or >2-D input (torch adds a view around addmm here; we keep one node)."""
 
     __slots__ = ()
 
@@ -88,17 +82,30 @@ def linear(input, weight, bias=None):  # noqa: A002 - torch's argument name
         xs = f"{x.size // max(x.shape[-1], 1)}x{x.shape[-1]}" if x.ndim else "scalar"
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({xs} and "
                            f"{'x'.join(map(str, w.shape[::-1]))})")
+    if x.ndim != 2:
+        # torch: ViewBackward0 -> AddmmBackward0 (or MmBackward0) on the input flattened to 2-D
+        from ..ops.shape import reshape
+        lead = x.shape[:-1]
+        rows = 1
+        for s_ in lead:
+            rows *= s_
+        out2 = linear(reshape(input, (rows, x.shape[-1])), weight, bias)
+        return reshape(out2, lead + (w.shape[0],))
     out = x @ w.T
     if bias is not None:
         out += bias._data
     if _gs.enabled and (input._rg or weight._rg or (bias is not None and bias._rg)):
-        if x.ndim == 2:
-            cls = AddmmBackward0 if bias is not None else MmBackward0
+        et = None
+        if weight._rg:
+            tn = node1(_TBackward0, weight)
+            tn.d0, tn.d1 = 0, 1
+            et = (tn, 0)
+        if bias is None:
+            n = _new(MmBackward0)
+            n.next_edges = (input._edge(), et)
         else:
-            cls = LinearBackward0
-        n = _new(cls)
-        n.next_edges = (input._edge(), weight._edge()) if bias is None else \
-            (input._edge(), weight._edge(), bias._edge())
+            n = _new(AddmmBackward0)
+            n.next_edges = (bias._edge(), input._edge(), et)
         n.saved = (x, w)
         n.vc = (saved_version(input), saved_version(weight))
         return _wrap(out, n)
@@ -152,6 +159,8 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
     """clamp(x, min_val, max_val); any shape."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    if input._data.dtype.kind in "iu" and float(min_val).is_integer() and float(max_val).is_integer():
+        min_val, max_val = int(min_val), int(max_val)  # torch: an integer input stays integer
     return _inplace.clamp_(input, min_val, max_val) if inplace else _pw.clamp(input, min_val, max_val)
 
 

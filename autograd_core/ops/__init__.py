@@ -61,7 +61,7 @@ _METHODS = {
                 "std", "prod", "cumsum", "logsumexp", "softmax", "log_softmax"],
     shape: ["reshape", "view", "view_as", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze",
             "transpose", "t", "permute", "movedim", "expand", "expand_as", "repeat", "clone", "contiguous",
-            "to", "type_as", "double", "half", "long", "split", "chunk", "unbind", "flip", "roll"],
+            "to", "type_as", "double", "half", "long", "split", "chunk", "unbind", "flip", "roll", "narrow", "select"],
     indexing: ["gather", "index_select", "masked_fill", "take"],
     inplace: ["add_", "sub_", "mul_", "div_", "pow_", "neg_", "exp_", "log_", "sqrt_", "abs_", "tanh_",
               "sigmoid_", "relu_", "sin_", "cos_", "floor_", "ceil_", "round_", "clamp_", "clamp_min_",

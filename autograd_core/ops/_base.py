@@ -10,7 +10,7 @@ from ..tensor import Tensor, _wrap
 
 __all__ = ["np", "D", "Node", "Tensor", "_wrap", "reduce_to_shape", "saved_version", "_gs", "_new", "_obj_new",
            "next_seq", "const", "node1",
-           "operand", "binary_result_dtype", "as_float", "normalize_dims", "node"]
+           "operand", "binary_result_dtype", "as_float", "normalize_dims", "one_dim", "node"]
 
 _gs = _gm._state
 _obj_new = object.__new__
@@ -71,7 +71,8 @@ def operand(x):
     """Normalise the other operand of a binary op: a Tensor, or a Python scalar (weakly typed)."""
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, (bool, int, float)):
+    xc = x.__class__
+    if xc is float or xc is int or xc is bool:
         return x
     if isinstance(x, np.ndarray):
         return _wrap(np.asarray(x))
@@ -114,7 +115,10 @@ def as_float(arr):
 
 
 def normalize_dims(dim, ndim):
-    """int / sequence / None → a sorted tuple of non-negative axes (None → all axes)."""
+    """int / sequence / None → a sorted tuple of non-negative axes (None → all axes).
+
+    A 0-d tensor accepts dim 0 and -1, as torch does, and has no axes to reduce: ().
+    """
     if dim is None:
         return tuple(range(ndim))
     if isinstance(dim, (int, np.integer)):
@@ -125,7 +129,18 @@ def normalize_dims(dim, ndim):
         d = int(d)
         if not -n <= d < n:
             raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
-        out.append(d % n if ndim else 0)
+        out.append(d % n)
     if len(set(out)) != len(out):
         raise RuntimeError(f"dim {out} appears multiple times in the list of dims")
+    if not ndim:
+        return ()
     return tuple(sorted(out))
+
+
+def one_dim(dim, ndim):
+    """A single dim → a non-negative axis (0 for a 0-d tensor, which accepts 0 and -1)."""
+    n = max(ndim, 1)
+    d = int(dim)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {d})")
+    return d % n

@@ -3,6 +3,8 @@ from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, node1, binary_r
                     operand, reduce_to_shape, saved_version)
 
 _SCALARS = (int, float, bool)
+_ndarray = np.ndarray
+_tnew = object.__new__
 
 
 def _promote_pair(a, b):
@@ -199,9 +201,28 @@ def add(self, other, *, alpha=1):
             ad, bd = _promote_pair(self, other)
         out = ad + bd
         if _gs.enabled and (self._rg or other._rg):
-            n = _make_node(AddBackward0, self, other)
+            n = _obj_new(AddBackward0)
+            n.seq = next_seq()
+            fa = self._fn
+            fb = other._fn
+            n.next_edges = ((fa, self._nr) if fa is not None else ((self, 0) if self._rg else None),
+                            (fb, other._nr) if fb is not None else ((other, 0) if other._rg else None))
+            n.sa = ad.shape
+            n.sb = bd.shape
+            n.vc = ()
             n.saved = None
-            return _wrap(out, n)
+            if out.__class__ is not _ndarray:
+                out = np.asarray(out)
+            t = _tnew(Tensor)
+            t._data = out
+            t._fn = n
+            t._rg = True
+            t._grad = None
+            t._vc = [0]
+            t._nr = 0
+            t._base = None
+            t._extra = None
+            return t
         return _wrap(out)
     if alpha != 1:
         other = mul(operand(other), alpha) if isinstance(other, Tensor) else other * alpha
@@ -292,15 +313,40 @@ def mul(self, other):
             ad, bd = _promote_pair(self, other)
         out = ad * bd
         if _gs.enabled and (self._rg or other._rg):
-            n = _make_node(MulBackward0, self, other)
-            n.saved = (ad, bd)
-            # torch saves `other` when self needs grad and `self` when other does.
-            rb = (other._vc, other._vc[0], bd, other._fn, other._nr)
+            # node and result built inline: this is the hottest op of the planners' cost functions
+            n = _obj_new(MulBackward0)
+            n.seq = next_seq()
+            fa = self._fn
+            fb = other._fn
+            va = self._vc
+            vb = other._vc
+            rb = (vb, vb[0], bd, fb, other._nr)
             if self._rg:
-                n.vc = (rb, (self._vc, self._vc[0], ad, self._fn, self._nr)) if other._rg else (rb,)
+                ea = (fa, self._nr) if fa is not None else (self, 0)
+                if other._rg:
+                    n.next_edges = (ea, (fb, other._nr) if fb is not None else (other, 0))
+                    n.vc = (rb, (va, va[0], ad, fa, self._nr))
+                else:
+                    n.next_edges = (ea, None)
+                    n.vc = (rb,)
             else:
-                n.vc = ((self._vc, self._vc[0], ad, self._fn, self._nr),)
-            return _wrap(out, n)
+                n.next_edges = (None, (fb, other._nr) if fb is not None else (other, 0))
+                n.vc = ((va, va[0], ad, fa, self._nr),)
+            n.sa = ad.shape
+            n.sb = bd.shape
+            n.saved = (ad, bd)
+            if out.__class__ is not _ndarray:
+                out = np.asarray(out)
+            t = _tnew(Tensor)
+            t._data = out
+            t._fn = n
+            t._rg = True
+            t._grad = None
+            t._vc = [0]
+            t._nr = 0
+            t._base = None
+            t._extra = None
+            return t
         return _wrap(out)
     if oc is float or oc is int or oc is bool:
         ad = self._data
@@ -317,7 +363,18 @@ def mul(self, other):
             n.next_edges = ((fn, self._nr) if fn is not None else (self, 0),)
             n.saved = other
             n.vc = ()
-            return _wrap(out, n)
+            if out.__class__ is not _ndarray:
+                out = np.asarray(out)
+            t = _tnew(Tensor)
+            t._data = out
+            t._fn = n
+            t._rg = True
+            t._grad = None
+            t._vc = [0]
+            t._nr = 0
+            t._base = None
+            t._extra = None
+            return t
         return _wrap(out)
     other = operand(other)
     if not isinstance(other, Tensor):
@@ -420,6 +477,8 @@ def pow(self, exponent):
         ad = self._data
         if ad.dtype.kind != "f" and isinstance(exponent, float):
             ad = ad.astype(D.get_default_dtype().np)
+        elif ad.dtype == np.bool_:
+            ad = ad.astype(np.int64)  # torch: bool ** int is int64
         if exponent == 2:
             out = ad * ad
         elif exponent == 0.5:
@@ -440,7 +499,7 @@ def pow(self, exponent):
         n = _make_node(PowBackward1, self, exponent)
         n.saved = (ad, bd, out)
         res = _wrap(out, n)
-        n.vc = (saved_version(self), saved_version(exponent), (res._vc, 0, out, n, 0))
+        n.vc = (saved_version(self), saved_version(exponent), (res._vc, 0, out, type(n), 0))
         return res
     return _wrap(out)
 
@@ -460,7 +519,7 @@ def rpow(self, base):
         n = node1(PowBackward2, self, out)
         n.base = base
         res = _wrap(out, n)
-        n.vc = ((res._vc, 0, out, n, 0),)
+        n.vc = ((res._vc, 0, out, type(n), 0),)
         return res
     return _wrap(out)
 

@@ -1,6 +1,7 @@
 """Indexing: `x[key]` (views for basic keys, scatter-add backward for advanced keys), `x[key] = v`,
 gather, index_select, masked_fill."""
 from ._base import Node, Tensor, _gs, _new, _wrap, node1, np, operand, reduce_to_shape
+from .shape import register_view
 
 _BASIC = (int, slice, type(None), type(Ellipsis))
 
@@ -114,9 +115,12 @@ def getitem(self, key):
             r = _wrap(out, n, vc=self._vc)
         else:
             r = _wrap(out, vc=self._vc)
-        r._base = self if self._base is None else self._base
+        base = self if self._base is None else self._base
+        r._base = base
         # Recipe for in-place ops on this view while recording (see ops/inplace.py).
-        r._extra = {"view_of": (self, k)}
+        r._extra = {"view_of": (self, "index", k)}
+        if rec:
+            register_view(base, r)
         return r
     out = np.array(out, copy=True) if np.may_share_memory(out, x) else out
     if self._rg and _gs.enabled:
@@ -172,6 +176,8 @@ def setitem(self, key, value):
         self._fn = n
         self._rg = True
         self._nr = 0
+        from .inplace import refresh_views
+        refresh_views(self)
 
 
 def _setitem_out_of_place(snap, k, value):
@@ -196,6 +202,10 @@ class GatherBackward0(Node):
 def gather(self, dim, index):
     x = self._data
     idx = index._data if isinstance(index, Tensor) else np.asarray(index)
+    if x.ndim == 0:
+        # torch: a 0-d input and a 0-d index (of value 0) give the input back
+        from .shape import reshape
+        return reshape(gather(reshape(self, 1), 0, _wrap(np.reshape(idx, (1,)))), ())
     axis = dim % x.ndim
     out = np.take_along_axis(x, idx, axis=axis)
     if self._rg and _gs.enabled:
@@ -209,6 +219,9 @@ def gather(self, dim, index):
 def index_select(self, dim, index):
     idx = index._data if isinstance(index, Tensor) else np.asarray(index)
     x = self._data
+    if x.ndim == 0:
+        from .shape import reshape
+        return reshape(index_select(reshape(self, 1), 0, index), ())
     axis = dim % max(x.ndim, 1)
     key = (slice(None),) * axis + (idx.reshape(-1).astype(np.int64),)
     return getitem(self, key)

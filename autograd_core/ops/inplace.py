@@ -23,20 +23,102 @@ def _snapshot(t):
     return s
 
 
+def _remake(parent, kind, arg):
+    """The view `kind`/`arg` of `parent`, made again (a fresh node on parent's current history)."""
+    from . import shape as S
+    from .indexing import getitem
+    if kind == "index":
+        return getitem(parent, arg)
+    if kind == "reshape":
+        return S.reshape(parent, arg)
+    if kind == "transpose":
+        return S.transpose(parent, *arg)
+    if kind == "t":
+        return S.t(parent)
+    if kind == "permute":
+        return S.permute(parent, arg)
+    return S.expand(parent, arg)
+
+
+def _undo(kind, arg, new, parent):
+    """The value of `parent` whose view `kind`/`arg` is `new` (views that cover all of parent)."""
+    from . import shape as S
+    if kind == "reshape":
+        return S.reshape(new, parent._data.shape)
+    if kind == "transpose":
+        return S.transpose(new, *arg)
+    if kind == "t":
+        return S.t(new)
+    if kind == "permute":
+        return S.permute(new, tuple(int(i) for i in np.argsort(arg)))
+    raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
+                       "memory location. Please clone() the tensor before performing the operation.")
+
+
 def rewrite_view(view, compute):
-    """In-place op on a view while recording: write the new value through the view's parent."""
-    from .indexing import getitem, setitem
+    """In-place op on a view while recording: torch's view + in-place semantics.
+
+    The new value of the view is computed out of place from a snapshot (so nodes that saved the
+    old value keep it), then written into the parent: for an indexing view as `parent[key] = new`
+    (a CopySlices node), for a view covering all of its parent (reshape/view/transpose/t/permute/
+    squeeze/unsqueeze) as the inverse view of `new`, recursively up to the base. The base is
+    written in place once (one version bump, shared by all its views) and every view of it made
+    while recording gets its history re-made from the base's new one.
+    """
+    from .indexing import setitem
     recipe = view._extra_get("view_of")
     if recipe is None:
-        raise RuntimeError("in-place modification of a view created by reshape/view/transpose/expand/split "
-                           "of a tensor involved in autograd is not supported by autograd_core; index the base "
-                           "tensor instead (x[idx] = ...) or work out of place (y = x.clone()).")
-    parent, key = recipe
+        fn = view._fn
+        if fn is not None and fn._multi:
+            op = type(fn).__name__.replace("Backward0", "")  # torch names the op: "Output 0 of Split ..."
+            raise RuntimeError(f"Output {view._nr} of {op} is a view and is being modified inplace. "
+                               "This view is the output of a function that returns multiple views. Such functions "
+                               "do not allow the output views to be modified inplace. You should replace the "
+                               "inplace operation by an out-of-place one.")
+        raise RuntimeError("in-place modification of this view (made by split/chunk/unbind or outside autograd_core) "
+                           "is not supported while recording; work out of place (y = x.clone()).")
+    parent, kind, arg = recipe
+    if kind == "expand":
+        _undo(kind, arg, None, parent)  # raises: overlapping memory, as torch
     new = compute(_snapshot(view))
-    setitem(parent, key, new)
-    fresh = getitem(parent, key)
+    if kind == "index":
+        setitem(parent, arg, new)
+    else:
+        pnew = _undo(kind, arg, new, parent)
+        if parent._base is not None:
+            rewrite_view(parent, lambda snap: pnew)
+        else:
+            _write_back(parent, pnew)
+    fresh = _remake(parent, kind, arg)
     view._fn, view._rg, view._nr = fresh._fn, fresh._rg, 0
     return view
+
+
+def refresh_views(base):
+    """After an in-place op changed `base`'s history: re-make the history of its live views."""
+    ex = base._extra
+    views = ex.get("views") if ex is not None else None
+    if not views:
+        return
+    live = []
+    for ref in views:  # creation order: a view's parent is re-made before the view
+        v = ref()
+        if v is None:
+            continue
+        live.append(ref)
+        recipe = v._extra_get("view_of")
+        if recipe is None:
+            continue
+        parent, kind, arg = recipe
+        prev = _gs.enabled
+        _gs.enabled = True
+        try:
+            fresh = _remake(parent, kind, arg)
+        finally:
+            _gs.enabled = prev
+        v._fn, v._rg, v._nr = fresh._fn, fresh._rg, 0
+    # the re-made views registered themselves again; keep the originals only
+    ex["views"] = live
 
 
 def _write_back(self, new):
@@ -48,6 +130,8 @@ def _write_back(self, new):
     np.copyto(self._data, nd, casting="unsafe")
     self._vc[0] += 1
     self._fn, self._rg, self._nr = new._fn, new._rg, new._nr
+    if self._base is None:
+        refresh_views(self)
     return self
 
 

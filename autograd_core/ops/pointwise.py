@@ -8,12 +8,12 @@ def _unary(cls, t, out, saved, save_out=False):
     if t._rg and _gs.enabled:
         n = node1(cls, t, saved)
         res = _wrap(out, n)
-        n.vc = ((res._vc, 0, out, n, 0),) if save_out else (saved_version(t),)
+        n.vc = ((res._vc, 0, out, type(n), 0),) if save_out else (saved_version(t),)
         return res
     return _wrap(out)
 
 
-def _def_unary(name, fwd, bwd, save="input", doc=""):
+def _def_unary(name, fwd, bwd, save="input", doc="", keeps_int=False):
     """Define a unary op `name` with NumPy forward `fwd(x)` and backward `bwd(g, x, out)`."""
     node_name = name[0].upper() + name[1:] + "Backward0"
 
@@ -24,10 +24,14 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
     cls = type(node_name, (Node,), {"__slots__": (), "backward": backward})
     save_out = save == "output"
     default_float = D.get_default_dtype
+    ndarray = np.ndarray
+    tnew = object.__new__
 
     def op(self):
         x = self._data
         if x.dtype.kind != "f":
+            if keeps_int and x.dtype.kind in "iu":  # abs/relu of an integer tensor stay integer (torch)
+                return _wrap(np.asarray(fwd(x)))
             x = x.astype(default_float().np)
         out = fwd(x)
         if self._rg and _gs.enabled:
@@ -35,10 +39,19 @@ def _def_unary(name, fwd, bwd, save="input", doc=""):
             n.seq = next_seq()
             fn = self._fn
             n.next_edges = ((fn, self._nr) if fn is not None else (self, 0),)
-            res = _wrap(out, n)
-            out = res._data
+            if out.__class__ is not ndarray:
+                out = np.asarray(out)
+            res = tnew(Tensor)
+            res._data = out
+            res._fn = n
+            res._rg = True
+            res._grad = None
+            res._vc = vc = [0]
+            res._nr = 0
+            res._base = None
+            res._extra = None
             n.saved = (x, out)
-            n.vc = ((res._vc, 0, out, n, 0),) if save_out else ((self._vc, self._vc[0], x, fn, self._nr),)
+            n.vc = ((vc, 0, out, cls, 0),) if save_out else ((self._vc, self._vc[0], x, fn, self._nr),)
             return res
         return _wrap(out)
 
@@ -64,7 +77,7 @@ Log1PBackward0, log1p = _def_unary("log1p", np.log1p, lambda g, x, o: g / (1 + x
 Expm1Backward0, expm1 = _def_unary("expm1", np.expm1, lambda g, x, o: g * (o + 1), save="output")
 SqrtBackward0, sqrt = _def_unary("sqrt", np.sqrt, lambda g, x, o: g / (2 * o), save="output")
 RsqrtBackward0, rsqrt = _def_unary("rsqrt", lambda x: 1 / np.sqrt(x), lambda g, x, o: g * (-0.5 * o ** 3), save="output")
-AbsBackward0, abs = _def_unary("abs", np.abs, lambda g, x, o: g * np.sign(x))  # noqa: A001
+AbsBackward0, abs = _def_unary("abs", np.abs, lambda g, x, o: g * np.sign(x), keeps_int=True)  # noqa: A001
 SinBackward0, sin = _def_unary("sin", np.sin, lambda g, x, o: g * np.cos(x))
 CosBackward0, cos = _def_unary("cos", np.cos, lambda g, x, o: -g * np.sin(x))
 TanBackward0, tan = _def_unary("tan", np.tan, lambda g, x, o: g * (1 + o * o), save="output")
@@ -78,6 +91,8 @@ def _one(dt):
 
 
 def _tanh_backward(g, x, o):
+    if o.ndim == 0:
+        return g * (_one(o.dtype) - o * o)
     t = o * o
     np.subtract(_one(t.dtype), t, out=t)
     t *= g
@@ -94,8 +109,18 @@ def _sigmoid_backward(g, x, o):
 TanhBackward0, tanh = _def_unary("tanh", np.tanh, _tanh_backward, save="output")
 SigmoidBackward0, sigmoid = _def_unary("sigmoid", _sigmoid_np, _sigmoid_backward, save="output")
 ReciprocalBackward0, reciprocal = _def_unary("reciprocal", lambda x: 1 / x, lambda g, x, o: -g * o * o, save="output")
+def _relu_backward(g, x, o):
+    # torch's threshold_backward: 0 where out <= 0, g elsewhere (a NaN output passes its gradient)
+    return np.where(o <= 0, np.zeros((), g.dtype), g)
+
+
+def _masked(g, mask):
+    """g where mask, else 0: unlike g * mask, an inf/NaN gradient does not leak through (torch)."""
+    return np.where(mask, g, np.zeros((), g.dtype))
+
+
 ReluBackward0, relu = _def_unary("relu", lambda x: np.maximum(x, x.dtype.type(0)),
-                                 lambda g, x, o: g * (o > 0), save="output")
+                                 _relu_backward, save="output", keeps_int=True)
 
 
 def square(self):
@@ -104,6 +129,8 @@ def square(self):
 
 
 def sign(self):
+    if self._data.dtype == np.bool_:
+        return _wrap(self._data.copy())  # torch: sign of a bool tensor is itself
     return _zero_grad_unary(self, np.sign, "SignBackward0")
 
 
@@ -155,7 +182,7 @@ class LeakyReluBackward0(Node):
         dt = g.dtype
         # Mask arithmetic instead of np.where on a data-dependent mask (~15x faster): the factor is
         # (x > 0) * (1 - s) + s, i.e. exactly 1 or s whenever fl(fl(1 - s) + s) == 1.
-        if dt.kind == "f" and dt.type(dt.type(1 - s) + dt.type(s)) == 1:
+        if dt.kind == "f" and g.ndim and dt.type(dt.type(1 - s) + dt.type(s)) == 1:
             m = np.greater(x, 0).astype(dt)
             m *= 1 - s
             m += s
@@ -166,7 +193,7 @@ class LeakyReluBackward0(Node):
 
 def leaky_relu(self, negative_slope=0.01):
     x = self._data
-    if x.dtype.kind == "f" and 0 < negative_slope <= 1:
+    if x.dtype.kind == "f" and 0 < negative_slope <= 1 and x.ndim:
         # max(x, s x) == (x if x > 0 else s x) for 0 < s <= 1; no np.where on a random mask
         out = np.multiply(x, negative_slope)
         np.maximum(out, x, out=out)
@@ -231,12 +258,16 @@ class ClampBackward1(Node):
 
     def backward(self, g):
         x = self.saved
-        mask = np.ones(x.shape, dtype=bool)
-        if self.lo is not None:
-            mask &= x >= self.lo
-        if self.hi is not None:
-            mask &= x <= self.hi
-        return (g * mask,)
+        lo, hi = self.lo, self.hi
+        if lo is not None:
+            mask = x >= lo
+            if hi is not None:
+                mask &= x <= hi
+        elif hi is not None:
+            mask = x <= hi
+        else:
+            mask = np.ones(x.shape, dtype=bool)
+        return (np.where(mask, g, np.zeros((), g.dtype)),)
 
 
 class ClampBackward0(Node):
@@ -261,7 +292,7 @@ class ClampBackward0(Node):
                 hi_mask = hi_mask | (hi < lo)
         out = []
         for e, shape, mask in zip(self.next_edges, (sx, slo, shi), (x_mask, lo_mask, hi_mask)):
-            out.append(None if e is None else reduce_to_shape(g * mask, shape))
+            out.append(None if e is None else reduce_to_shape(_masked(g, mask), shape))
         return tuple(out)
 
 
@@ -323,28 +354,68 @@ class _MinMaxBackward(Node):
     __slots__ = ("sa", "sb", "is_max")
 
     def backward(self, g):
+        # torch: ga = where(a == b, g / 2, g).masked_fill(a < b, 0) (for max; mirrored for b and
+        # for min), so a NaN pair passes g to both sides and a masked side gets an exact 0.
         a, b = self.saved
         ea, eb = self.next_edges
-        # Ties split the gradient in half, as torch does.
-        if self.is_max:
-            wa = (a > b) + 0.5 * (a == b)
+        z = np.zeros((), g.dtype)
+        if self._fnan:
+            wa = (a >= b) if self.is_max else (a <= b)
+            wa |= np.isnan(b)
+            ga = np.where(wa, g, z)
+            gb = np.where(wa, z, g)
         else:
-            wa = (a < b) + 0.5 * (a == b)
-        wa = wa.astype(g.dtype, copy=False)
-        ga = reduce_to_shape(g * wa, self.sa) if ea is not None else None
-        gb = reduce_to_shape(g * (1 - wa), self.sb) if eb is not None else None
-        return ga, gb
+            tie = a == b
+            h = np.where(tie, g * g.dtype.type(0.5), g) if np.count_nonzero(tie) else g
+            ga = np.where((a < b) if self.is_max else (a > b), z, h)
+            gb = np.where((b < a) if self.is_max else (b > a), z, h)
+        return (reduce_to_shape(ga, self.sa) if ea is not None else None,
+                reduce_to_shape(gb, self.sb) if eb is not None else None)
+
+
+def _minmax_weights(a, b, is_max, ignore_nan):
+    """Share of the gradient for a and for b, with torch's formulas.
+
+    maximum/minimum: the winner gets 1, ties split 0.5/0.5, a NaN pair gives both the gradient.
+    fmax/fmin: `a` gets it where it is the result (a >= b, or b is NaN), `b` elsewhere; no split.
+    """
+    if ignore_nan:
+        wa = (a >= b) if is_max else (a <= b)
+        if a.dtype.kind == "f":
+            wa |= np.isnan(b)
+        return wa.astype(np.float64), (~wa).astype(np.float64)
+    tie = 0.5 * (a == b)
+    if a.dtype.kind != "f" or not (np.isnan(a).any() or np.isnan(b).any()):
+        wa = ((a > b) if is_max else (a < b)) + tie
+        wb = ((a < b) if is_max else (a > b)) + tie
+        return wa, wb
+    # NaN somewhere: masked_fill(self < other, 0) leaves the gradient on both sides of a NaN pair
+    wa = np.where((a < b) if is_max else (a > b), 0.0, 1.0) - tie
+    wb = np.where((a > b) if is_max else (a < b), 0.0, 1.0) - tie
+    return wa, wb
 
 
 class MaximumBackward0(_MinMaxBackward):
     __slots__ = ()
+    _fnan = False
 
 
 class MinimumBackward0(_MinMaxBackward):
     __slots__ = ()
+    _fnan = False
 
 
-def _minmax(self, other, is_max):
+class FmaxBackward0(_MinMaxBackward):
+    __slots__ = ()
+    _fnan = True
+
+
+class FminBackward0(_MinMaxBackward):
+    __slots__ = ()
+    _fnan = True
+
+
+def _minmax(self, other, is_max, ignore_nan=False):
     other = operand(other)
     if not isinstance(other, Tensor):
         other = _wrap(np.asarray(other, dtype=binary_result_dtype(self, other)))
@@ -352,9 +423,14 @@ def _minmax(self, other, is_max):
     if a.dtype is not b.dtype:
         rd = binary_result_dtype(self, other)
         a, b = a.astype(rd), b.astype(rd)
-    out = np.asarray(np.maximum(a, b) if is_max else np.minimum(a, b))
+    if ignore_nan:
+        out = np.asarray(np.fmax(a, b) if is_max else np.fmin(a, b))
+        cls = FmaxBackward0 if is_max else FminBackward0
+    else:
+        out = np.asarray(np.maximum(a, b) if is_max else np.minimum(a, b))
+        cls = MaximumBackward0 if is_max else MinimumBackward0
     if _gs.enabled and (self._rg or other._rg):
-        n = _new(MaximumBackward0 if is_max else MinimumBackward0)
+        n = _new(cls)
         n.next_edges = (self._edge(), other._edge())
         n.saved = (a, b)
         n.vc = (saved_version(self), saved_version(other))
@@ -372,11 +448,11 @@ def minimum(self, other):
 
 
 def fmax(self, other):
-    return maximum(self, other)
+    return _minmax(self, other, True, ignore_nan=True)
 
 
 def fmin(self, other):
-    return minimum(self, other)
+    return _minmax(self, other, False, ignore_nan=True)
 
 
 class WhereBackward0(Node):

@@ -1,5 +1,5 @@
 """Reductions (sum, mean, max/min, amax/amin, norm, var/std, prod, logsumexp, cumsum) and softmax."""
-from ._base import D, Node, Tensor, _gs, _wrap, as_float, node1, normalize_dims, np, saved_version
+from ._base import D, Node, Tensor, _gs, _wrap, as_float, node1, normalize_dims, np, one_dim, saved_version
 
 
 def _expand_back(g, axes, keepdim, shape):
@@ -118,26 +118,44 @@ class _EvenlyDistributed(Node):
         x, out = self.saved
         axes = self.axes
         o = out if (self.keepdim or not axes) else np.expand_dims(out, axes)
+        gg = g if (self.keepdim or not axes) else np.expand_dims(g, axes)
+        if self._full:
+            # max()/min(): torch's evenly_distribute_backward (NaN-aware mask, masked fill)
+            mask = _extremum_mask(x, o)
+            return (np.where(mask, gg / mask.sum(), np.zeros((), g.dtype)),)
+        # amax/amin: torch's scale_grad_by_count, (g / count) * (x == result)
         mask = (x == o)
         count = mask.sum(axis=axes, keepdims=True) if axes else mask.sum()
-        gg = g if (self.keepdim or not axes) else np.expand_dims(g, axes)
-        return ((gg / count) * mask,)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return ((gg / count) * mask,)
+
+
+def _extremum_mask(x, o):
+    """Elements equal to their reduction's extremum `o`; a NaN extremum picks the NaNs (torch)."""
+    mask = (x == o)
+    if x.dtype.kind == "f" and np.isnan(o).any():
+        mask |= np.isnan(x) & np.isnan(o)
+    return mask
 
 
 class MaxBackward1(_EvenlyDistributed):
     __slots__ = ()
+    _full = True
 
 
 class MinBackward1(_EvenlyDistributed):
     __slots__ = ()
+    _full = True
 
 
 class AmaxBackward0(_EvenlyDistributed):
     __slots__ = ()
+    _full = False
 
 
 class AminBackward0(_EvenlyDistributed):
     __slots__ = ()
+    _full = False
 
 
 class _IndexedExtremum(Node):
@@ -188,7 +206,9 @@ def _extremum(self, dim, keepdim, is_max, other=None):
         if self._rg and _gs.enabled:
             return _wrap(out, _reduced(MaxBackward1 if is_max else MinBackward1, self, x, out, (), False))
         return _wrap(out)
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
+    if x.ndim:
+        _nonempty(x, (axis,), "max" if is_max else "min", dim)
     if x.ndim == 0:
         idx = np.zeros((), np.int64)
         vals = x.copy()
@@ -219,9 +239,17 @@ def min(self, dim=None, keepdim=False):  # noqa: A001
     return _extremum(self, dim, keepdim, False)
 
 
+def _nonempty(x, axes, name, dim):
+    for a in axes:
+        if x.shape[a] == 0:
+            d = dim if isinstance(dim, (int, np.integer)) else a
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
 def amax(self, dim=(), keepdim=False):
     x = self._data
     axes = normalize_dims(dim if dim != () else None, x.ndim)
+    _nonempty(x, axes, "amax", dim)
     out = np.asarray(x.max(axis=axes, keepdims=keepdim))
     if self._rg and _gs.enabled:
         return _wrap(out, _reduced(AmaxBackward0, self, x, out, axes, keepdim))
@@ -231,6 +259,7 @@ def amax(self, dim=(), keepdim=False):
 def amin(self, dim=(), keepdim=False):
     x = self._data
     axes = normalize_dims(dim if dim != () else None, x.ndim)
+    _nonempty(x, axes, "amin", dim)
     out = np.asarray(x.min(axis=axes, keepdims=keepdim))
     if self._rg and _gs.enabled:
         return _wrap(out, _reduced(AminBackward0, self, x, out, axes, keepdim))
@@ -427,6 +456,8 @@ class CumsumBackward0(Node):
     __slots__ = ("axis",)
 
     def backward(self, g):
+        if g.ndim == 0:
+            return (g,)
         return (np.flip(np.cumsum(np.flip(g, self.axis), axis=self.axis), self.axis),)
 
 
@@ -436,7 +467,7 @@ def cumsum(self, dim, *, dtype=None):
         x = x.astype(D.to_numpy_dtype(dtype))
     elif x.dtype.kind in "bui":
         x = x.astype(np.int64)
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     out = np.cumsum(x, axis=axis) if x.ndim else x.copy()
     if self._rg and _gs.enabled:
         n = node1(CumsumBackward0, self)
@@ -459,9 +490,11 @@ class LogsumexpBackward0(Node):
 def logsumexp(self, dim, keepdim=False):
     x = as_float(self._data)
     axes = normalize_dims(dim, x.ndim)
-    m = np.max(x, axis=axes, keepdims=True)
+    # initial=-inf: an empty reduction gives log(0) = -inf, as torch
+    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)
     m = np.where(np.isfinite(m), m, 0)
-    out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
     if not keepdim:
         out = np.squeeze(out, axes)
     out = np.asarray(out, dtype=x.dtype)
@@ -474,7 +507,7 @@ def _saves_output(n, out, axis):
     """`out` wrapped with the node `n` that saved it (softmax, log_softmax) along `axis`."""
     n.axis = axis
     res = _wrap(out, n)
-    n.vc = ((res._vc, 0, out, n, 0),)
+    n.vc = ((res._vc, 0, out, type(n), 0),)
     return res
 
 
@@ -498,7 +531,7 @@ def _softmax_dim(dim, ndim):
     if dim is None:
         # torch's legacy implicit-dim rule.
         dim = 0 if ndim in (0, 1, 3) else 1
-    (axis,) = normalize_dims(dim, ndim)
+    axis = one_dim(dim, ndim)
     return axis
 
 
@@ -507,6 +540,8 @@ def softmax(self, dim=None, dtype=None):
     axis = _softmax_dim(dim, x.ndim)
     if x.ndim == 0:
         out = np.ones_like(x)
+    elif x.size == 0:
+        out = x.copy()
     else:
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
         out = e / np.sum(e, axis=axis, keepdims=True)
@@ -520,6 +555,8 @@ def log_softmax(self, dim=None, dtype=None):
     axis = _softmax_dim(dim, x.ndim)
     if x.ndim == 0:
         out = np.zeros_like(x)
+    elif x.size == 0:
+        out = x.copy()
     else:
         m = np.max(x, axis=axis, keepdims=True)
         sh = x - m

@@ -1,23 +1,77 @@
 """Shape ops (views share data and the version counter with their base), joins and splits, copies."""
-from ._base import D, Node, Tensor, _gs, _new, _wrap, node1, normalize_dims, np
+from weakref import ref as _weakref
+
+from ._base import D, Node, Tensor, _gs, _new, _wrap, node1, normalize_dims, np, one_dim
 
 
-def _view(t, out, cls, shape=None, **attrs):
+def _view(t, out, cls, shape=None, recipe=None, **attrs):
     """`out` is a NumPy view of `t`'s data: share the version counter, remember the base.
 
     The node of class `cls` gets `shape` (most views keep the input's) and `attrs` as fields.
+    `recipe` = (kind, arg) says how to re-make the view from `t` (see ops/inplace.py: in-place
+    ops on views, and views whose base changed in place).
     """
+    base = t._base
+    if base is None:
+        base = t
     if t._rg and _gs.enabled:
         n = node1(cls, t)
         if shape is not None:
             n.shape = shape
-        for k, v in attrs.items():
-            setattr(n, k, v)
-        r = _wrap(out, n, vc=t._vc)
+        if attrs:
+            for k, v in attrs.items():
+                setattr(n, k, v)
+        r = _wrap(out, n, t._vc)
+        if recipe is not None:
+            r._extra = {"view_of": (t, recipe[0], recipe[1])}
+            if base._fn is not None:
+                register_view(base, r)
     else:
-        r = _wrap(out, vc=t._vc)
-    r._base = t if t._base is None else t._base
+        r = _wrap(out, None, t._vc)
+        if recipe is not None:
+            r._extra = {"view_of": (t, recipe[0], recipe[1])}
+    r._base = base
     return r
+
+
+def _reshape_view(t, out, in_shape):
+    """`_view` for reshape/view (the hot one): a ViewBackward0 node, recipe ("reshape", out.shape)."""
+    base = t._base
+    if base is None:
+        base = t
+    if t._rg and _gs.enabled:
+        n = node1(ViewBackward0, t)
+        n.shape = in_shape
+        r = _wrap(out, n, t._vc)
+        r._extra = {"view_of": (t, "reshape", out.shape)}
+        if base._fn is not None:
+            register_view(base, r)
+    else:
+        r = _wrap(out, None, t._vc)
+        r._extra = {"view_of": (t, "reshape", out.shape)}
+    r._base = base
+    return r
+
+
+def register_view(base, view):
+    """Remember a view made while recording, so that an in-place op on `base` re-makes its history.
+
+    Only non-leaf bases: an in-place op on a leaf that requires grad is an error while recording,
+    so views of leaves (parameters sliced in a cost function) never need it and cost nothing.
+    """
+    if base._fn is None:
+        return
+    ex = base._extra
+    if ex is None:
+        base._extra = {"views": [_weakref(view)]}
+        return
+    views = ex.get("views")
+    if views is None:
+        ex["views"] = [_weakref(view)]
+        return
+    if len(views) >= 64:
+        views[:] = [w for w in views if w() is not None]
+    views.append(_weakref(view))
 
 
 class _ReshapeBack(Node):
@@ -57,7 +111,7 @@ def reshape(self, *shape):
     except ValueError:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.size}") from None
     if np.may_share_memory(out, x) or not out.size:
-        return _view(self, out, ViewBackward0, shape=x.shape)
+        return _reshape_view(self, out, x.shape)
     return _copy_result(self, out, ViewBackward0, shape=x.shape)
 
 
@@ -78,7 +132,7 @@ def view(self, *shape):
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {x.size}") from None
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
                            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.") from None
-    return _view(self, out, ViewBackward0, shape=x.shape)
+    return _reshape_view(self, out, x.shape)
 
 
 def view_as(self, other):
@@ -123,11 +177,11 @@ def squeeze(self, dim=None):
     x = self._data
     if dim is None:
         out = np.squeeze(x)
-        return _view(self, out, SqueezeBackward0, shape=x.shape)
+        return _view(self, out, SqueezeBackward0, shape=x.shape, recipe=("reshape", out.shape))
     axes = normalize_dims(dim, x.ndim)
     axes = tuple(a for a in axes if x.ndim and x.shape[a] == 1)
     out = np.squeeze(x, axis=axes) if axes else x.view()
-    return _view(self, out, SqueezeBackward1, shape=x.shape)
+    return _view(self, out, SqueezeBackward1, shape=x.shape, recipe=("reshape", out.shape))
 
 
 def unsqueeze(self, dim):
@@ -136,7 +190,7 @@ def unsqueeze(self, dim):
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
     out = np.expand_dims(x, dim % n)
-    return _view(self, out, UnsqueezeBackward0, shape=x.shape)
+    return _view(self, out, UnsqueezeBackward0, shape=x.shape, recipe=("reshape", out.shape))
 
 
 class TransposeBackward0(Node):
@@ -153,9 +207,9 @@ class TBackward0(TransposeBackward0):
 def transpose(self, dim0, dim1):
     x = self._data
     if x.ndim == 0:
-        return _view(self, x.view(), ViewBackward0, shape=())
+        return _view(self, x.view(), ViewBackward0, shape=(), recipe=("reshape", ()))
     d0, d1 = dim0 % x.ndim, dim1 % x.ndim
-    return _view(self, np.swapaxes(x, d0, d1), TransposeBackward0, d0=d0, d1=d1)
+    return _view(self, np.swapaxes(x, d0, d1), TransposeBackward0, recipe=("transpose", (d0, d1)), d0=d0, d1=d1)
 
 
 def t(self):
@@ -163,8 +217,8 @@ def t(self):
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
     if x.ndim < 2:
-        return _view(self, x.view(), ViewBackward0, shape=x.shape)
-    return _view(self, x.T, TBackward0, d0=0, d1=1)
+        return _view(self, x.view(), ViewBackward0, shape=x.shape, recipe=("reshape", x.shape))
+    return _view(self, x.T, TBackward0, recipe=("t", None), d0=0, d1=1)
 
 
 def _T(self):
@@ -193,13 +247,52 @@ def permute(self, *dims):
                            f"length of the desired ordering of dimensions i.e. input.dim() = {x.ndim} is not equal "
                            f"to len(dims) = {len(dims)}")
     dims = tuple(d % x.ndim for d in dims) if x.ndim else dims
-    return _view(self, np.transpose(x, dims), PermuteBackward0, inv=tuple(np.argsort(dims)))
+    return _view(self, np.transpose(x, dims), PermuteBackward0, recipe=("permute", dims),
+                 inv=tuple(int(i) for i in np.argsort(dims)))
 
 
 def movedim(self, source, destination):
+    """Move dims `source` to positions `destination` (ints or sequences), the rest keep their order."""
     x = self._data
-    order = np.moveaxis(np.arange(x.ndim), source, destination)
-    return permute(self, tuple(int(i) for i in order))
+    n = x.ndim
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} dims) should "
+                           f"contain the same number of dims as destination ({list(dst)} dims)")
+    src = [one_dim(s, n) for s in src]
+    dst = [one_dim(d, n) for d in dst]
+    if n == 0:
+        return _view(self, x.view(), ViewBackward0, shape=())
+    order = [None] * n
+    for s_, d_ in zip(src, dst):
+        order[d_] = s_
+    rest = iter(i for i in range(n) if i not in src)
+    order = [next(rest) if o is None else o for o in order]
+    return permute(self, tuple(order))
+
+
+def narrow(self, dim, start, length):
+    """The `length` entries from `start` along `dim` (a view)."""
+    from .indexing import getitem
+    x = self._data
+    axis = one_dim(dim, x.ndim)
+    start = int(start)
+    if start < 0:
+        start += x.shape[axis]
+    if not (0 <= start and start + int(length) <= x.shape[axis]):
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({x.shape[axis]}).")
+    return getitem(self, (slice(None),) * axis + (slice(start, start + int(length)),))
+
+
+def select(self, dim, index):
+    """Entry `index` along `dim`, that dim removed (a view)."""
+    from .indexing import getitem
+    x = self._data
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    axis = one_dim(dim, x.ndim)
+    return getitem(self, (slice(None),) * axis + (int(index),))
 
 
 class ExpandBackward0(Node):
@@ -223,7 +316,7 @@ def expand(self, *sizes):
     except ValueError:
         raise RuntimeError(f"The expanded size of the tensor must match the existing size at non-singleton "
                            f"dimensions. Target sizes: {list(sizes)}. Tensor sizes: {list(x.shape)}") from None
-    return _view(self, out, ExpandBackward0, shape=x.shape)
+    return _view(self, out, ExpandBackward0, shape=x.shape, recipe=("expand", target))
 
 
 def expand_as(self, other):
@@ -355,7 +448,7 @@ def cat(tensors, dim=0, *, out=None):
     ref = next((t for t in tensors if not (t._data.ndim == 1 and t._data.size == 0)), tensors[0])
     if ref._data.ndim == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    (axis,) = normalize_dims(dim, ref._data.ndim)
+    axis = one_dim(dim, ref._data.ndim)
     kept = [t for t in tensors if not (t._data.ndim == 1 and t._data.size == 0 and ref._data.ndim > 1)]
     datas = [t._data for t in kept]
     rd = datas[0].dtype
@@ -467,7 +560,7 @@ def _multi_views(self, pieces, cls, axis):
 
 def split(self, split_size_or_sections, dim=0):
     x = self._data
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     size = x.shape[axis]
     if isinstance(split_size_or_sections, (int, np.integer)):
         step = int(split_size_or_sections)
@@ -488,7 +581,7 @@ def chunk(self, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0")
     x = self._data
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     size = x.shape[axis]
     step = -(-size // chunks) if size else 1
     return split(self, step, dim)
@@ -498,7 +591,7 @@ def unbind(self, dim=0):
     x = self._data
     if x.ndim == 0:
         raise RuntimeError("unbind() on a 0-d tensor")
-    (axis,) = normalize_dims(dim, x.ndim)
+    axis = one_dim(dim, x.ndim)
     pieces = [x[(slice(None),) * axis + (i,)] for i in range(x.shape[axis])]
     return _multi_views(self, pieces, UnbindBackward0, axis)
 

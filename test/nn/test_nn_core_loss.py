@@ -222,6 +222,17 @@ def test_loss_modules_have_torch_state_dict_and_repr():
 
 def test_losses_record_one_node():
     x = ag.randn(4, 3, requires_grad=True)
-    for out in (F.mse_loss(x, ag.zeros(4, 3)), F.cross_entropy(x, ag.tensor([0, 1, 2, 0])),
-                F.binary_cross_entropy_with_logits(x, ag.zeros(4, 3))):
+    for out in (F.mse_loss(x, ag.zeros(4, 3)), F.binary_cross_entropy_with_logits(x, ag.zeros(4, 3)),
+                F.cross_entropy(x, ag.tensor([0, 1, 2, 0]), label_smoothing=0.1)):
         assert out.grad_fn.next_functions[0][0].variable is x
+
+
+def test_cross_entropy_graph_is_torchs():
+    """Index targets: NllLossBackward0 -> LogSoftmaxBackward0 -> AccumulateGrad, as torch records it."""
+    for L in (ag, torch):
+        x = L.randn(4, 3, requires_grad=True)
+        out = L.nn.functional.cross_entropy(x, L.tensor([0, 1, 2, 0]))
+        assert type(out.grad_fn).__name__ == "NllLossBackward0"
+        ls = out.grad_fn.next_functions[0][0]
+        assert type(ls).__name__ == "LogSoftmaxBackward0"
+        assert ls.next_functions[0][0].variable is x

@@ -1,12 +1,12 @@
 """`autograd_core.autograd`: backward, grad, Function, gradcheck (torch.autograd's names)."""
 import numpy as np
 
-from .function import Function, FunctionCtx, run_backward
-from .grad_mode import enable_grad, no_grad, set_grad_enabled, inference_mode
-from .tensor import Tensor
-from .gradcheck import gradcheck
+from ..function import Function, FunctionCtx, run_backward, run_backward_graph
+from ..grad_mode import enable_grad, no_grad, set_grad_enabled, inference_mode
+from ..tensor import Tensor
+from ..gradcheck import gradcheck, gradgradcheck
 
-__all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "no_grad", "enable_grad",
+__all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck", "functional", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode"]
 
 
@@ -35,15 +35,28 @@ def _as_seq(x):
     return list(x)
 
 
-def _no_create_graph(create_graph):
-    if create_graph:
-        raise NotImplementedError("create_graph=True (higher-order gradients) is not supported by autograd_core: "
-                                  "backward passes run on NumPy arrays and record no graph")
+def _seed_tensors(outputs, grad_outputs):
+    """Seeds as Tensors for the graph-recording engine (a given grad_output keeps its own graph)."""
+    from ..tensor import _wrap
+    arrays = _seed_grads(outputs, grad_outputs)
+    return [g if isinstance(g, Tensor) else _wrap(np.asarray(a))
+            for a, g in zip(arrays, list(grad_outputs) + [None] * (len(arrays) - len(grad_outputs)))]
+
+
+def _capture_keys(ins):
+    keys = []
+    capture = {}
+    for t in ins:
+        if not t._rg:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        key = id(t) if t._fn is None else (t._fn, t._nr)
+        keys.append(key)
+        capture[key] = None
+    return keys, capture
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulate gradients of `tensors` into the `.grad` of graph leaves (or only of `inputs`)."""
-    _no_create_graph(create_graph)
     outs = _as_seq(tensors)
     gts = [None] * len(outs) if grad_tensors is None else _as_seq(grad_tensors) if not isinstance(
         grad_tensors, (list, tuple)) else list(grad_tensors)
@@ -52,6 +65,22 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for o in outs:
         if not o._rg:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+    if create_graph:
+        seeds = _seed_tensors(outs, gts)
+        if inputs is None:
+            run_backward_graph(outs, seeds)
+            return
+        ins = _as_seq(inputs)
+        if not ins:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        keys, capture = _capture_keys(ins)
+        run_backward_graph(outs, seeds, capture=capture, accumulate=False)
+        for t, k in zip(ins, keys):
+            g = capture[k]
+            if g is None:
+                continue
+            t._grad = g if t._grad is None else t._grad + g
+        return
     seeds = _seed_grads(outs, gts)
     retain = bool(retain_graph) if retain_graph is not None else False
     if inputs is None:
@@ -66,7 +95,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             continue
         if t._grad is None:
             t._grad = Tensor.__new__(Tensor)
-            from .tensor import _wrap
+            from ..tensor import _wrap
             t._grad = _wrap(np.array(g, dtype=t._data.dtype))
         else:
             t._grad._data += g
@@ -95,17 +124,35 @@ def _grad_arrays(outs, seeds, ins, retain, allow_unused):
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of `outputs` with respect to `inputs`, returned (not accumulated into `.grad`)."""
-    from .tensor import _wrap
-    _no_create_graph(create_graph)
+    from ..tensor import _wrap
     outs = _as_seq(outputs)
     ins = _as_seq(inputs)
     gos = [None] * len(outs) if grad_outputs is None else _as_seq(grad_outputs)
+    if len(gos) != len(outs):
+        raise RuntimeError(f"grad requires one grad_output per output: got {len(gos)} for {len(outs)} outputs")
     for o in outs:
         if not o._rg:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
-    seeds = _seed_grads(outs, gos)
     if allow_unused is None:
         allow_unused = materialize_grads
+    if create_graph:
+        seeds = _seed_tensors(outs, gos)
+        keys, capture = _capture_keys(ins)
+        run_backward_graph(outs, seeds, capture=capture, accumulate=False)
+        out = []
+        for t, k in zip(ins, keys):
+            g = capture[k]
+            if g is None:
+                if not allow_unused:
+                    raise RuntimeError("One of the differentiated Tensors appears to not have been used in the "
+                                       "graph. Set allow_unused=True if this is the desired behavior.")
+                out.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)
+            else:
+                if g._data.dtype != t._data.dtype:
+                    g = g.to(t.dtype)
+                out.append(g)
+        return tuple(out)
+    seeds = _seed_grads(outs, gos)
     res = _grad_arrays(outs, seeds, ins, bool(retain_graph), bool(allow_unused))
     out = []
     for t, g in zip(ins, res):
@@ -114,3 +161,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         else:
             out.append(_wrap(np.array(g, dtype=t._data.dtype)))
     return tuple(out)
+
+
+from . import functional  # noqa: E402  (needs grad, defined above)
