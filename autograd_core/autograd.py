@@ -5,6 +5,7 @@ from .function import Function, FunctionCtx, run_backward
 from .grad_mode import enable_grad, no_grad, set_grad_enabled, inference_mode
 from .tensor import Tensor
 from .gradcheck import gradcheck
+from ._compat import Variable  # noqa: F401  (torch.autograd.Variable, the legacy alias)
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode"]
