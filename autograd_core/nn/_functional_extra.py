@@ -149,8 +149,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v over the last two dims, as torch's math implementation.
 
-    attn_mask: bool (True = may attend) or float (added), broadcast to (..., L, S); is_causal adds
-    the lower-triangular (top-left) mask; dropout_p drops attention weights whenever > 0 (the
+    attn_mask: bool (True = may attend) or float (added), broadcast to (..., L, S); is_causal uses
+    the lower-triangular (top-left) mask instead (not both, as torch); dropout_p drops attention weights whenever > 0 (the
     function has no training flag, as in torch); scale defaults to 1/sqrt(E). Rows with nothing
     to attend to give zeros.
     """
@@ -173,13 +173,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     s = 1.0 / math.sqrt(E) if scale is None else float(scale)
     scores = (query @ key.transpose(-2, -1)) * s
     if is_causal:
-        causal = np.tril(np.ones((L, S), dtype=bool))
-        if attn_mask is None:
-            attn_mask = _wrap(causal)
-        elif attn_mask._data.dtype == np.bool_:
-            attn_mask = _wrap(attn_mask._data & causal)
-        else:
-            attn_mask = attn_mask.masked_fill(_wrap(~causal), float("-inf"))
+        if attn_mask is not None:
+            # torch raises this too (its math kernel, when it runs with autograd)
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                               "is_causal=True")
+        attn_mask = _wrap(np.tril(np.ones((L, S), dtype=bool)))
     if attn_mask is not None:
         if attn_mask._data.dtype == np.bool_:
             scores = scores.masked_fill(_pw.logical_not(attn_mask), float("-inf"))
