@@ -248,3 +248,73 @@ def test_namespaces_resolve_before_anything_else_is_touched():
     assert res.stdout.split() == ["False", "DataLoader", "Variable", "Transformer", "LBFGS"]
 
 
+
+
+# -- sort / argsort / scatter ------------------------------------------------------------------------
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_and_argsort_match_torch(dim, descending):
+    x = np.random.RandomState(6).permutation(24).reshape(2, 3, 4) / 5.0
+    a, t = ac.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ra, rt = ac.sort(a, dim, descending), torch.sort(t, dim, descending)
+    np.testing.assert_array_equal(ra.values.detach().numpy(), rt.values.detach().numpy())
+    np.testing.assert_array_equal(ra.indices.numpy(), rt.indices.numpy())
+    np.testing.assert_array_equal(a.detach().argsort(dim, descending).numpy(), torch.argsort(t.detach(), dim,
+                                                                                          descending).numpy())
+    w = np.random.RandomState(7).randn(2, 3, 4)
+    (ra.values * ac.tensor(w)).sum().backward()
+    (rt.values * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), t.grad.numpy())
+    assert type(ra.values.grad_fn).__name__ == type(rt.values.grad_fn).__name__
+    nan = [2.0, float("nan"), -1.0]
+    for d in (False, True):
+        np.testing.assert_array_equal(ac.sort(ac.tensor(nan), descending=d).indices.numpy(),
+                                      torch.sort(torch.tensor(nan), descending=d).indices.numpy())
+
+
+@pytest.mark.parametrize("kind", ["src", "value", "add", "reduce_add", "reduce_multiply"])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_family_matches_torch(kind, dim):
+    rng = np.random.RandomState(8)
+    inp, src = rng.randn(3, 5), rng.randn(3, 5)
+    idx = rng.randint(0, 3 if dim == 0 else 5, size=(2, 4))
+    if kind in ("src", "value"):  # distinct targets: torch leaves repeated writes unspecified
+        idx = (np.argsort(rng.rand(3, 4), 0)[:2] if dim == 0 else np.argsort(rng.rand(2, 5), 1)[:, :4])
+    src = rng.randn(*idx.shape)  # torch's backward needs src shaped like index
+    a, s = ac.tensor(inp, requires_grad=True), ac.tensor(src, requires_grad=True)
+    t, st = torch.tensor(inp, requires_grad=True), torch.tensor(src, requires_grad=True)
+    ia, it = ac.tensor(idx), torch.tensor(idx)
+    if kind == "src":
+        ya, yt = a.scatter(dim, ia, s), t.scatter(dim, it, st)
+    elif kind == "value":
+        ya, yt = ac.scatter(a, dim, ia, value=2.5), torch.scatter(t, dim, it, value=2.5)
+    elif kind == "add":
+        ya, yt = a.scatter_add(dim, ia, s), torch.scatter_add(t, dim, it, st)
+    else:
+        red = kind.split("_")[1]
+        with ac.no_grad(), torch.no_grad():
+            ya, yt = a.scatter(dim, ia, s, reduce=red), t.scatter(dim, it, st, reduce=red)
+        np.testing.assert_allclose(ya.numpy(), yt.numpy(), rtol=1e-15)
+        return
+    np.testing.assert_allclose(ya.detach().numpy(), yt.detach().numpy(), rtol=1e-15)
+    assert type(ya.grad_fn).__name__ == type(yt.grad_fn).__name__
+    w = rng.randn(3, 5)
+    (ya * ac.tensor(w)).sum().backward()
+    (yt * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-15)
+    if kind != "value":
+        np.testing.assert_allclose(s.grad.numpy(), st.grad.numpy(), rtol=1e-15)
+
+
+def test_scatter_inplace_one_hot_and_errors():
+    oh = ac.zeros(6, dtype=ac.float).scatter_(0, ac.tensor(4), value=1)
+    assert oh.tolist() == torch.zeros(6).scatter_(0, torch.tensor(4), value=1).tolist()
+    x = ac.zeros(2, 3)
+    x.scatter_add_(1, ac.tensor([[0, 0], [2, 1]]), ac.ones(2, 2))
+    assert x.tolist() == [[2.0, 0.0, 0.0], [0.0, 1.0, 1.0]]
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        ac.zeros(2, 3).scatter(1, ac.tensor([[3]]), value=1.0)
+    with pytest.raises(RuntimeError, match="int64"):
+        ac.zeros(2, 3).scatter(1, ac.tensor([[1.0]]), value=1.0)
+    assert tuple(ac.ones(2, 3).multinomial(2).shape) == (2, 2)
+    assert set(ac.full((50,), 0.5).bernoulli().tolist()) <= {0.0, 1.0}

@@ -1,6 +1,6 @@
-"""The datasets & dataloaders tutorial, re-written: a custom map-style Dataset (dict samples),
-random_split, DataLoader batching/collation with drop_last, a batch sampler, and iteration with
-next(iter(loader))."""
+"""The datasets & dataloaders tutorial, re-written: a custom map-style Dataset (dict samples) with
+transforms (a one-hot target via scatter_), random_split, DataLoader batching/collation with
+drop_last, a batch sampler, and iteration with next(iter(loader))."""
 import numpy as np
 import autograd_core as torch
 from autograd_core.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler, Subset
@@ -51,6 +51,9 @@ def main(init=None):
     out["shuffle_repeatable"] = str(a == b)
     out["shuffle_is_permutation"] = str(sorted(sum(a, [])) == sorted(ds.labels.tolist()))
     out["num_workers_ok"] = len(list(DataLoader(ds, batch_size=8, num_workers=2)))
+    one_hot = CustomImageDataset(6, target_transform=lambda y: torch.zeros(3, dtype=torch.float).scatter_(
+        0, torch.tensor(y), value=1))
+    out["one_hot_labels"] = next(iter(DataLoader(one_hot, batch_size=6)))["label"].numpy()
     out["init"] = {}
     return out
 
