@@ -84,17 +84,25 @@ def _share_randomness(monkeypatch, backend, seed=0):
 
 
 def _run(name, backend_name, kwargs, shared, monkeypatch, init=None):
+    threads = None
     if backend_name == "torch":
         import torch as backend
+        # torch's intra-op threads cost ~10x on tiny ops when the cores are shared
+        threads = backend.get_num_threads()
+        backend.set_num_threads(1)
     else:
         import autograd_core as backend
     prog = H.load(name, backend_name)
-    with monkeypatch.context() as m:
-        if shared:
-            _share_randomness(m, backend)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return prog.main(init=init, **kwargs)
+    try:
+        with monkeypatch.context() as m:
+            if shared:
+                _share_randomness(m, backend)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return prog.main(init=init, **kwargs)
+    finally:
+        if threads is not None:
+            backend.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("case", list(CASES))
