@@ -33,8 +33,8 @@ _loading = False
 # Real submodules. `from . import grad_mode` inside the package probes the package for the name
 # before importing it: answer with the submodule itself instead of loading the whole namespace.
 # (`tensor` is left out on purpose: `autograd_core.tensor` the *function* shadows the module.)
-_SUBMODULES = frozenset({"autograd", "creation", "distributions", "export", "function", "gradcheck",
-                         "grad_mode", "nn", "ops", "optim", "random", "runtime", "serialization"})
+_SUBMODULES = frozenset({"accelerator", "autograd", "creation", "distributions", "export", "function", "gradcheck",
+                         "grad_mode", "nn", "ops", "optim", "random", "runtime", "serialization", "utils"})
 
 
 def _load():

@@ -134,6 +134,15 @@ class _Cuda:
 
 cuda = _Cuda()
 
+# -- spellings of real programs (issue 15): tril/triu/topk/narrow, keyword and out= forms, legacy names
+from .ops.extra import narrow, tril, triu  # noqa: E402
+from .ops.scatter import scatter, scatter_add  # noqa: E402
+from .ops.sorting import argsort, sort, topk  # noqa: E402
+from ._compat import get_default_device, matmul, mul, set_default_device  # noqa: E402
+from .tensor import DeviceUnavailableError  # noqa: E402,F401
+from . import accelerator, utils  # noqa: E402,F401
+multiply = mul
+
 # -- optimisers and checkpoints (issue 3) --------------------------------------------------------
 from . import nn  # noqa: E402
 from . import distributions  # noqa: E402

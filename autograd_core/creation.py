@@ -2,6 +2,7 @@
 and in-place random fills."""
 import builtins
 import math
+from collections import deque as _deque
 
 import numpy as np
 
@@ -47,6 +48,8 @@ def _infer_np_dtype(data):
 
 
 def _to_array(data, dtype):
+    if isinstance(data, (_deque, range)):  # torch.tensor takes any sequence
+        data = list(data)
     if isinstance(data, Tensor):
         arr = data._data
         return arr.astype(D.to_numpy_dtype(dtype)) if dtype is not None else arr.copy()
@@ -121,7 +124,7 @@ def from_numpy(arr):
 
 def _check_device(device):
     if device is not None:
-        from .tensor import device as _device
+        from .tensor import _require_cpu as _device
         _device(device)
 
 

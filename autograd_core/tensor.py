@@ -336,27 +336,71 @@ class Size(tuple):
         return f"torch.Size({list(self)})"
 
 
+_DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta", "hpu", "mtia", "xla", "ipu", "privateuseone")
+
+
+class DeviceUnavailableError(RuntimeError, AssertionError):
+    """Raised when a tensor or module is placed on a device other than the CPU.
+
+    A RuntimeError, and an AssertionError as torch's "Torch not compiled with CUDA enabled" is.
+    """
+
+
 class device:
-    """Only `cpu` exists; accepted so that `.to("cpu")` / `device="cpu"` code runs unchanged."""
+    """`torch.device`: any of torch's device types can be named (`device("cuda:0")`), as torch allows
+    the object without the hardware; only the CPU can hold tensors (`_require_cpu`)."""
 
     def __init__(self, type="cpu", index=None):  # noqa: A002 - torch's name
-        t = str(type).split(":")[0]
-        if t != "cpu":
-            raise RuntimeError(f"autograd_core runs on the CPU only; device '{type}' is not available")
-        self.type = "cpu"
-        self.index = None
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        elif isinstance(type, (int, np.integer)) and not isinstance(type, bool):
+            type, index = "cuda", int(type)  # torch.device(0) is cuda:0
+        if not isinstance(type, str):
+            raise TypeError(f"device() received an invalid argument: {type!r}")
+        name, sep, idx = type.partition(":")
+        if name not in _DEVICE_TYPES:
+            raise RuntimeError(f"Expected one of {', '.join(_DEVICE_TYPES)} device type at start of device "
+                               f"string: {type}")
+        if sep:
+            if index is not None:
+                raise RuntimeError(f"type (string) must not include an index because index was passed "
+                                   f"explicitly: {type}")
+            if not idx.isdigit():
+                raise RuntimeError(f"Invalid device string: '{type}'")
+            index = int(idx)
+        if index is not None:
+            index = int(index)
+            if index < 0:
+                raise RuntimeError(f"Device index must not be negative, got {index}")
+        self.type = name
+        self.index = index
 
     def __repr__(self):
-        return "device(type='cpu')"
+        return f"device(type='{self.type}')" if self.index is None else \
+            f"device(type='{self.type}', index={self.index})"
 
     def __str__(self):
-        return "cpu"
+        return self.type if self.index is None else f"{self.type}:{self.index}"
 
     def __eq__(self, other):
-        return str(other) == "cpu" or isinstance(other, device)
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except RuntimeError:
+                return False
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
 
     def __hash__(self):
-        return hash("cpu")
+        return hash((self.type, self.index))
+
+
+def _require_cpu(dev):
+    """`dev` as a device; raises DeviceUnavailableError unless it is the CPU (where tensors live)."""
+    d = dev if isinstance(dev, device) else device(dev)
+    if d.type != "cpu":
+        raise DeviceUnavailableError(f"Torch not compiled with {d.type.upper()} enabled: autograd_core runs on "
+                                     f"the CPU only (NumPy); device '{d}' cannot hold tensors")
+    return d
 
 
 _CPU = device("cpu")

@@ -5,6 +5,7 @@ from ..function import Function, FunctionCtx, run_backward, run_backward_graph
 from ..grad_mode import enable_grad, no_grad, set_grad_enabled, inference_mode
 from ..tensor import Tensor
 from ..gradcheck import gradcheck, gradgradcheck
+from .._compat import Variable  # noqa: F401  (torch.autograd.Variable, the legacy alias)
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck", "functional", "no_grad", "enable_grad",
            "set_grad_enabled", "inference_mode"]

@@ -21,3 +21,8 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d
 from .normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d, LayerNorm  # noqa: F401
 from .dropout import Dropout, Dropout1d, Dropout2d  # noqa: F401
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell  # noqa: F401
+from .sparse import Embedding  # noqa: F401,E402
+from .pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401,E402
+from .attention import MultiheadAttention  # noqa: F401,E402
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,  # noqa: F401,E402
+                          TransformerEncoderLayer)

@@ -957,8 +957,23 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels of (N, C, H, W) / (C, H, W) input."""
-    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
+    """Zero whole channels of (N, C, H, W) input, as torch: dims 0 and 1 are (N, C) whatever the rank.
+
+    torch warns for ranks other than 4 and 3, and for 3-D input (read as (N, C, L)); so do we.
+    """
+    from ._functional_extra import _warn_dropout2d_dim
+    nd = input.dim()
+    _warn_dropout2d_dim(nd)
+    if nd == 3:
+        import warnings
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
+                      "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
+                      "This behavior will change in a future release to interpret the input as one without a "
+                      "batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, "
+                      "please switch to using dropout1d instead.", UserWarning, stacklevel=2)
+    if nd < 2:
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+    return _feature_dropout(input, p, training, inplace, nd - 2, "dropout2d")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -280,3 +280,5 @@ from . import _functional_cnn as _cnn  # noqa: E402
 from ._functional_cnn import *  # noqa: F401,F403,E402
 
 __all__ += [n for n in getattr(_cnn, "__all__", ()) if n not in __all__]
+from ._functional_extra import (embedding, multi_head_attention_forward, pixel_shuffle,  # noqa: F401,E402
+                                pixel_unshuffle, scaled_dot_product_attention)

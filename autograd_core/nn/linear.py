@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from ..tensor import _wrap, device as _device
+from ..tensor import _wrap, _require_cpu as _device
 from . import functional as F
 from . import init
 from .module import Module

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import grad_mode as _gm
-from ..tensor import Tensor, _wrap, device as _device
+from ..tensor import Tensor, _wrap, _require_cpu as _device
 from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]

@@ -1,5 +1,5 @@
 """Op implementations, attached to `Tensor` as methods and exported as `autograd_core.<name>`."""
-from . import arith, indexing, inplace, pointwise, reduction, shape  # noqa: F401
+from . import arith, extra, indexing, inplace, pointwise, reduction, shape  # noqa: F401
 from ..tensor import Tensor
 from .. import creation as _creation
 
@@ -69,6 +69,7 @@ _METHODS = {
               "zero_", "lerp_"],
     _creation: ["normal_", "uniform_", "bernoulli_", "exponential_", "random_"],
 }
+extra.attach(_T)  # tril/triu/topk/narrow/new_* (ops/extra.py)
 for _mod, _names in _METHODS.items():
     for _n in _names:
         setattr(_T, _n, getattr(_mod, _n))

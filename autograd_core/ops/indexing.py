@@ -14,7 +14,7 @@ def _component(k):
         if d.ndim == 0 and d.dtype.kind in "iu":
             return int(d)
         return d
-    if isinstance(k, (list, tuple)):
+    if isinstance(k, (list, tuple, range)):
         arr = np.asarray([c._data if isinstance(c, Tensor) else c for c in k]) if k else np.zeros(0, np.int64)
         if arr.dtype.kind == "f":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")

@@ -390,7 +390,7 @@ def to(self, *args, **kwargs):
         elif a is not None:
             dev = a
     if dev is not None:
-        from ..tensor import device
+        from ..tensor import _require_cpu as device
         device(dev)  # raises for anything but the CPU
     if dtype is None or D.to_numpy_dtype(dtype) == self._data.dtype:
         return clone(self) if copy else self

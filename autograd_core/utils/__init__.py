@@ -1,0 +1,2 @@
+"""`autograd_core.utils`: `utils.data` (Dataset, DataLoader, samplers) as torch.utils."""
+from . import data  # noqa: F401
