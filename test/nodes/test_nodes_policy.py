@@ -463,13 +463,13 @@ def test_bringup_sim_policy_reaches_the_goal_without_collision(ros, tmp_path):
     world_path.write_text(WORLD)
     world = load_world(world_path)
     radius = QuadrotorParams().collision_radius_m
-    seen = {"n": 0, "clearance": math.inf, "reached": False, "inference": []}
+    seen = {"n": 0, "clearance": math.inf, "closest": math.inf, "inference": []}
 
     def on_odom(msg):
         p = conv.odometry_to_state(msg).position
         seen["n"] += 1
         seen["clearance"] = min(seen["clearance"], float(world.signed_distance(p)) - radius)
-        seen["reached"] |= bool(np.linalg.norm(p - np.asarray(GOAL)) <= 0.5)
+        seen["closest"] = min(seen["closest"], float(np.linalg.norm(p - np.asarray(GOAL))))
 
     def on_status(msg):
         v = conv.status_values(msg)
@@ -495,7 +495,12 @@ def test_bringup_sim_policy_reaches_the_goal_without_collision(ros, tmp_path):
         assert output.count("stopped (exit 0)") == 2, output
         result = json.loads(summary.read_text())
         assert result["reason"] == "goal_reached" and result["reached"] and not result["collided"], output[-3000:]
-        assert seen["n"] > 100 and seen["reached"], "the test's own odometry check did not see the goal reached"
+        # the graph stops on the sample that reaches the goal: the last best-effort odometry messages
+        # can miss this subscriber (a loaded machine), so it must have seen the approach (within 1 m: the
+        # last few tenths of a second), and the bringup's flight log, every sample, the goal itself
+        assert seen["n"] > 100 and seen["closest"] <= 1.0, f"the test's odometry check: closest {seen['closest']:.2f} m"
+        flown = np.loadtxt(flight, delimiter=",", skiprows=1)
+        assert np.linalg.norm(flown[:, 1:4] - np.asarray(GOAL), axis=1).min() <= 0.5
         assert seen["clearance"] >= 0.0, f"collision seen from odom: clearance {seen['clearance']:.3f} m"
         assert flight.read_text().splitlines()[0] == "t,x,y,z,vx,vy,vz"
         print(f"\nbringup sim --planner policy: reached in {result['time_s']:.2f} sim s, path "
