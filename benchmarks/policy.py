@@ -2,6 +2,7 @@
 
     python benchmarks/policy.py [--repeat N] [--quick] [--model FILE] [--episodes N] [--skip-eval]
     python benchmarks/policy.py --speed-diagnostics [--model FILE] [--config FILE]   # (e) only
+    python benchmarks/policy.py --braking-diagnostics [--model FILE] [--episodes N]  # (f) only
 
 (a) Batched point-mass rollout + backward (ANCHORS.md: torch eager ~26 ms, hand NumPy adjoint
     1-5 ms): B = 64 agents, T = 150 steps of the training dynamics (thrust lag, drag, wind,
@@ -29,6 +30,15 @@
     tracker of the target over its episodes: share of steps in the approach, by speed); and the
     ceiling of ``policy eval``'s mean speed on the 40 m forest course for the model's approach
     profile (ideal tracker, 8 m/s^2).
+
+(f) Braking diagnostics (issue 16; flights, ~1 s per episode): the policy in the full-quadrotor
+    forest eval (first world 500) at 5, 7 and 10 m/s, instrumented at every policy step where the
+    target speed is the command (not in the approach): flown speed / command; the along-track
+    acceleration, the velocity prior's alone and the network's correction to it (pre-squash); the
+    share of braking steps (along-track < -1 m/s^2); by the free distance ahead along the velocity
+    (a tube of the vehicle radius + 0.1 m, to 12 m) against the stopping distance 0.2 v + v^2 / 16;
+    the share of steps whose clearance (distance - radius - 0.2 m margin) is inside the model's
+    avoidance range; the planner's clamp activity; the velocity-estimate head against the truth.
 
 Times are medians over interleaved repeats; the machine's 2 cores are shared, so read ratios,
 not absolute numbers. Never asserts on time.
@@ -502,6 +512,110 @@ def bench_speed(model_path, cfg_path):
           f"by target speed (m/s) {share}")
 
 
+def _braking_episode(planner, pol, world, start, goal, speed, rows):
+    """Fly one instrumented episode (section (f)); appends per-step dicts to ``rows``."""
+    from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
+
+    pc = pol.config
+    gain, drag = pc.network.velocity_prior_gain_per_s, pc.network.velocity_prior_drag_per_s
+    mxy, mz = pc.network.max_accel_xy_mps2, pc.network.max_accel_z_mps2
+    radius = pc.env.vehicle_radius_m
+    seen = {}
+    model, clamp, step = pol.model, planner._clamp, planner.step
+
+    def model_spy(img, s, h):
+        a, hh = model(img, s, h)
+        seen["s"], seen["a"] = s[0].copy(), a[0].copy()
+        return a, hh
+
+    def clamp_spy(a):
+        pre = a.copy()
+        out = clamp(a)
+        seen["clamped"] = bool(np.linalg.norm(pre - out) > 1e-6)
+        return out
+
+    def step_spy(state, depth_m=None, stamp=None):
+        seen.clear()
+        sp = step(state, depth_m, stamp)
+        if planner.last_status != "ok" or "s" not in seen:
+            return sp
+        v, p = np.asarray(state.velocity, float), np.asarray(state.position, float)
+        s, a = seen["s"], seen["a"]
+        vt, vb, speed_now = s[3:6].astype(float), s[0:3].astype(float), float(np.linalg.norm(v))
+        target = float(np.linalg.norm(vt))
+        prior = gain * (vt - vb)
+        prior[:2] += drag * vt[:2]
+        head = np.array([mxy, mxy, mz]) * np.arctanh(np.clip(a[:3] / np.array([mxy, mxy, mz]), -0.999999, 0.999999))
+        u = vb / speed_now if speed_now > 0.3 else vt / max(target, 1e-6)
+        direction = v / speed_now if speed_now > 0.3 else (goal - p) / np.linalg.norm(goal - p)
+        ahead = np.arange(0.0, 12.01, 0.1)
+        sd = np.asarray(world.signed_distance(p[None] + ahead[:, None] * direction[None]))
+        hit = np.nonzero(sd < radius + 0.1)[0]
+        rows.append({"speed": speed_now, "target": target, "a_along": float(a[:3] @ u),
+                     "prior_along": float(mxy * np.tanh(prior @ u / mxy)), "corr_along": float((head - prior) @ u),
+                     "free": float(ahead[hit[0]]) if hit.size else 12.0, "near": float(sd[0] - radius),
+                     "est_x": float(a[3]), "vbx": float(vb[0]), "clamped": seen.get("clamped", False)})
+        return sp
+
+    pol.model, planner._clamp, planner.step = model_spy, clamp_spy, step_spy
+    try:
+        run = ClosedLoopRunner(world, planner, RunnerConfig(timeout_s=3 * 40 / speed + 10, seed=0, point_cloud=False))
+        return run.run(start, goal).summary
+    finally:
+        pol.model, planner._clamp, planner.step = model, clamp, step
+
+
+def bench_braking(model_path, episodes, speeds=(5.0, 7.0, 10.0), first_world=500):
+    """(f): where and why the policy brakes in the forest eval (module docstring)."""
+    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.env import eval_world_seed
+    from planner_pkg.policy.export import load_policy
+    from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
+    from planner_pkg.world import GENERATOR_PARAMS, generate_world
+
+    path = model_path or default_model_path()
+    pol = load_policy(path)
+    rng_m = pol.config.loss.avoidance_range_m
+    d = GENERATOR_PARAMS["forest"]()
+    start, goal = np.array(d.start, float), np.array(d.goal, float)
+    print(f"\n(f) braking diagnostics: {path}, forest, {episodes} worlds per speed (first {first_world}), quadrotor;"
+          f" steps with the target at the command")
+    for speed in speeds:
+        planner = PolicyPlanner(pol, PolicyPlannerConfig(speed_mps=speed))
+        per_ep, reached = [], 0
+        for i in range(episodes):
+            seed = eval_world_seed(first_world + i)
+            world = generate_world("forest", seed)
+            rows = []
+            summary = _braking_episode(planner, pol, world, start, goal, speed, rows)
+            if summary.reached:
+                reached += 1
+                per_ep.extend(rows)
+        if not per_ep:
+            print(f"  {speed:g} m/s: no successful episode")
+            continue
+        A = {k: np.array([r[k] for r in per_ep]) for k in per_ep[0]}
+        cruise = A["target"] >= 0.98 * speed
+        brake = cruise & (A["a_along"] < -1.0)
+        stop = 0.2 * A["speed"] + A["speed"] ** 2 / 16.0
+        inside = (A["near"] - 0.2) < rng_m
+        print(f"  {speed:g} m/s: {reached}/{episodes} reached; flown {A['speed'][cruise].mean():.2f} m/s = "
+              f"{A['speed'][cruise].mean() / speed:.2f} x command; along-track accel {A['a_along'][cruise].mean():+.2f} "
+              f"(prior alone {A['prior_along'][cruise].mean():+.2f}, network correction {A['corr_along'][cruise].mean():+.2f})"
+              f" m/s^2; braking {100 * brake.sum() / max(cruise.sum(), 1):.1f} % of steps")
+        print(f"    clearance inside the avoidance range ({rng_m:g} m) on {100 * inside[cruise].mean():.0f} % of steps"
+              f" (median clearance {np.median(A['near'][cruise] - 0.2):.2f} m); clamp active "
+              f"{100 * A['clamped'].mean():.1f} %; velocity estimate {A['est_x'][cruise].mean():.2f} vs true "
+              f"{A['vbx'][cruise].mean():.2f} m/s")
+        print(f"    {'free ahead m':>12} {'steps %':>8} {'speed':>6} {'net corr':>9} {'braking %':>9} {'stop dist m':>11}")
+        for lo, hi in ((0, 2), (2, 4), (4, 6), (6, 8), (8, 10), (10, 12.1)):
+            sel = cruise & (A["free"] >= lo) & (A["free"] < hi)
+            if sel.any():
+                print(f"    {f'{lo}-{min(hi, 12):g}':>12} {100 * sel.sum() / cruise.sum():8.1f} {A['speed'][sel].mean():6.2f} "
+                      f"{A['corr_along'][sel].mean():+9.2f} {100 * (sel & brake).sum() / sel.sum():9.0f} "
+                      f"{stop[sel].mean():11.2f}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=15)
@@ -510,6 +624,7 @@ def main(argv=None):
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--skip-eval", action="store_true", help="skip the (slow) success table")
     ap.add_argument("--speed-diagnostics", action="store_true", help="only (e): what sets the flown speed")
+    ap.add_argument("--braking-diagnostics", action="store_true", help="only (f): where and why the policy brakes")
     ap.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "config",
                                                      "policy", "default.yaml"))
     args = ap.parse_args(argv)
@@ -518,6 +633,9 @@ def main(argv=None):
     print(f"numpy {np.__version__}, torch {torch.__version__ if torch else 'absent'}, {os.cpu_count()} CPUs")
     if args.speed_diagnostics:
         bench_speed(args.model, os.path.normpath(args.config))
+        return
+    if args.braking_diagnostics:
+        bench_braking(args.model, episodes if args.quick or args.episodes != 100 else 10)
         return
     bench_rollout(repeat)
     bench_training(repeat, os.path.normpath(args.config))

@@ -200,6 +200,17 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     altitude: squared excursion outside ``altitude_band_m``.
     margin_m: range of the per-episode safety margin (also a network input); the clearance is
         signed distance - vehicle radius - margin.
+    avoidance_closing_gradient: whether the avoidance term's closing-speed weight is
+        differentiated. True (the old behaviour) adds a gradient that asks the vehicle to fly
+        *slower* wherever it is near an obstacle, on top of the hinge's push away from it; False
+        treats the weight as a constant per step, as Zhang et al.'s code does (``no_grad``), so the
+        term asks for clearance (swerving) and the weight only says where that matters most.
+    velocity_estimate_steers: whether the velocity-estimate term's gradient may reach the flown
+        trajectory. The estimate reads the state input, which is a differentiable function of the
+        simulated velocity (``rollout.attach_velocity``), so with True (the old behaviour) the
+        auxiliary loss also *steers* the vehicle towards states it estimates well. False computes
+        the estimate from a copy of the recurrent pass whose state input is a constant: the term
+        then trains the weights only (same values, same forward result; a little more compute).
     """
 
     velocity: float = _non_negative(1.0)
@@ -214,6 +225,8 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     collision_sharpness_per_m: float = _positive(32.0)
     altitude_band_m: Tuple[float, float] = _pair((0.5, 4.0))
     margin_m: Tuple[float, float] = _pair((0.1, 0.3), 0.0)
+    avoidance_closing_gradient: bool = True
+    velocity_estimate_steers: bool = True
 
 
 @dataclass(frozen=True)

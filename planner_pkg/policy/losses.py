@@ -9,7 +9,9 @@ with :class:`~planner_pkg.policy.config.LossConfig`. Shapes: positions/velocitie
   as it keeps its mean course (Zhang et al. 2024).
 * velocity_estimate: MSE of the auxiliary velocity estimate (yaw frame) against the truth.
 * avoidance: closing speed x squared hinge, ``max(c, 1) * relu(range - clearance)^2`` with
-  ``c = -(d clearance / dt)`` m/s: near obstacles it costs more the faster they approach.
+  ``c = -(d clearance / dt)`` m/s: near obstacles it costs more the faster they approach. With
+  ``constant_weight`` the weight ``max(c, 1)`` is not differentiated (Zhang et al.'s code): the
+  gradient then only asks for more clearance, not for a lower closing speed.
 * collision: ``softplus(-sharpness * clearance)``: a smooth barrier, ~0 beyond a few cm.
 * acceleration, jerk: squared command norm, squared per-step change of the command.
 * altitude: squared excursion outside the altitude band (stay above the ground, below the sky).
@@ -54,10 +56,13 @@ def velocity_estimate_loss(estimate, truth):
     return F.mse_loss(estimate, ag.tensor(np.asarray(truth), dtype=estimate.dtype))
 
 
-def avoidance_loss(clearance, dt, range_m: float):
-    """clearance (T, B) Tensor, m; dt (T, B) array of step lengths, s."""
+def avoidance_loss(clearance, dt, range_m: float, constant_weight: bool = False):
+    """clearance (T, B) Tensor, m; dt (T, B) array of step lengths, s. constant_weight: the
+    closing-speed weight is a constant (no gradient through it; module docstring)."""
     closing = (clearance[:-1] - clearance[1:]) / ag.tensor(np.asarray(dt)[1:])
     weight = ag.clamp_min(closing, 1.0)
+    if constant_weight:
+        weight = weight.detach()
     return (weight * F.relu(range_m - clearance[1:]) ** 2).mean()
 
 

@@ -69,17 +69,38 @@ class PolicyNet(nn.Module):
             self.register_buffer("drag_feedforward", ag.tensor(np.array([[self.velocity_drag, self.velocity_drag, 0.0]],
                                                                         dtype=np.float32)))
 
+    def _recurrent(self, stem, state, hidden):
+        """GRU step from the image features ``stem`` and the state: (raw 6 outputs, hidden)."""
+        hidden = self.gru(self.act(stem + self.v_proj(state)), hidden)
+        return self.fc(self.act(hidden)), hidden
+
     def forward(self, image, state, hidden):
-        feat = self.act(self.stem(image) + self.v_proj(state))
-        hidden = self.gru(feat, hidden)
-        raw = self.fc(self.act(hidden))
+        raw, hidden = self._recurrent(self.stem(image), state, hidden)
+        return self._output(raw, state), hidden
+
+    def forward_training(self, image, state, const_state, hidden, hidden_const):
+        """Training step whose velocity estimate does not depend on the differentiable state.
+
+        ``state`` (its velocity entries attached to the simulation) drives the command as in
+        :meth:`forward`; ``const_state`` (the same values, no gradient to the simulation) feeds a
+        second recurrent pass, with its own GRU state ``hidden_const``, whose last three outputs
+        are the estimate. The image features are shared (the image is a constant). Returns
+        (output (B, 6): command from the first pass, estimate from the second; hidden; hidden_const).
+        """
+        stem = self.stem(image)
+        raw, hidden = self._recurrent(stem, state, hidden)
+        raw_c, hidden_const = self._recurrent(stem, const_state, hidden_const)
+        out = self._output(raw, state)
+        return ag.cat([out[:, 0:3], raw_c[:, 3:6]], dim=1), hidden, hidden_const
+
+    def _output(self, raw, state):
         head = raw[:, 0:3]
         if self.velocity_gain:  # correction to a proportional velocity controller (NetworkConfig)
             head = head + (state[:, 3:6] - state[:, 0:3]) * self.velocity_gain
         if self.velocity_drag:  # drag feed-forward: the prior alone holds the target speed (NetworkConfig)
             head = head + state[:, 3:6] * self.drag_feedforward
         accel = ag.tanh(head * self.accel_inv_scale) * self.accel_scale
-        return ag.cat([accel, raw[:, 3:6]], dim=1), hidden
+        return ag.cat([accel, raw[:, 3:6]], dim=1)
 
     def initial_hidden(self, batch: int):
         """Zero GRU state (batch, hidden) float32."""

@@ -115,6 +115,8 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     dyn = cfg.dynamics
     sim = PointMassBatch(dyn, ep.dynamics, ep.start, rng)
     hidden = net.initial_hidden(b)
+    steer_estimate = cfg.loss.velocity_estimate_steers
+    hidden_const = None if steer_estimate else net.initial_hidden(b)
     yaw = ep.yaw0.copy()
     radius = cfg.env.vehicle_radius_m
     margin = ag.tensor(ep.margin)
@@ -125,7 +127,12 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     for t in range(steps):
         p_np, v_np, f_np = sim.position.detach().numpy(), sim.velocity.detach().numpy(), sim.thrust.detach().numpy()
         image, state, target = observe(cfg, ep, p_np, v_np, f_np, yaw, rng, noisy)
-        out, hidden = net(ag.tensor(image), attach_velocity(state, sim.velocity, v_np, yaw), hidden)
+        attached = attach_velocity(state, sim.velocity, v_np, yaw)
+        if steer_estimate:
+            out, hidden = net(ag.tensor(image), attached, hidden)
+        else:  # the estimate from a pass whose state input is a constant (LossConfig.velocity_estimate_steers)
+            out, hidden, hidden_const = net.forward_training(ag.tensor(image), attached, ag.tensor(state), hidden,
+                                                             hidden_const)
         command = yaw_to_world(out[:, 0:3], yaw)
         estimates.append(out[:, 3:6])
         truths.append(yaw_rotate(v_np, yaw))
@@ -152,7 +159,8 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     terms = {
         "velocity": L.velocity_loss(vel, np.stack(targets), window),
         "velocity_estimate": L.velocity_estimate_loss(ag.stack(estimates), np.stack(truths)),
-        "avoidance": L.avoidance_loss(clear, np.stack(dts), lc.avoidance_range_m),
+        "avoidance": L.avoidance_loss(clear, np.stack(dts), lc.avoidance_range_m,
+                                      constant_weight=not lc.avoidance_closing_gradient),
         "collision": L.collision_loss(clear, lc.collision_sharpness_per_m),
         "acceleration": L.acceleration_loss(cmd),
         "jerk": L.jerk_loss(cmd),

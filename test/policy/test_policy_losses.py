@@ -102,3 +102,34 @@ def test_world_distance_keeps_each_agent_in_its_own_world():
     p = _t([[0.0, 0.0, 2.0], [0.0, 0.0, 2.0], [3.0, 0.0, 2.0]])
     d = world_distance(p, [a, b], np.array([0, 1, 1]))
     np.testing.assert_allclose(d.detach().numpy(), [0.5, 0.5, 3.5])
+
+
+def test_avoidance_constant_weight_drops_only_the_closing_speed_gradient():
+    """Same value; the gradient of the constant-weight form is the hinge's alone (the weight
+    frozen at its value), checked against central differences of that frozen-weight function."""
+    c0 = np.array([[0.9, 0.7], [0.6, 0.8], [0.2, 0.75], [0.3, 0.1]])
+    dt = np.full(c0.shape, 0.1)
+    closing = (c0[:-1] - c0[1:]) / dt[1:]
+    w0 = np.maximum(closing, 1.0)
+
+    def frozen(c):  # w0 relu(1 - c[1:])^2, mean
+        return float(np.mean(w0 * np.maximum(1.0 - c[1:], 0.0) ** 2))
+
+    both = {}
+    for constant in (False, True):
+        c = _t(c0, grad=True)
+        value = L.avoidance_loss(c, dt, 1.0, constant_weight=constant)
+        value.backward()
+        both[constant] = (value.item(), c.grad.numpy().copy())
+    assert both[True][0] == pytest.approx(both[False][0]) == pytest.approx(frozen(c0))
+    fd = np.zeros_like(c0)
+    for idx in np.ndindex(*c0.shape):
+        e = np.zeros_like(c0)
+        e[idx] = 1e-6
+        fd[idx] = (frozen(c0 + e) - frozen(c0 - e)) / 2e-6
+    np.testing.assert_allclose(both[True][1], fd, atol=1e-6)
+    # the differentiated weight adds a term: the clearance at the step before an approach is
+    # pushed down (lower closing speed), which the constant weight does not do
+    assert not np.allclose(both[False][1], fd, atol=1e-3)
+    assert both[True][1][0].tolist() == [0.0, 0.0]  # step 0 enters only through the weight
+    assert np.abs(both[False][1][0]).max() > 0
