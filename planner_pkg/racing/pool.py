@@ -43,20 +43,21 @@ def check_ray_address(address: str) -> str:
 class WorkerPool:
     """``workers`` rollout workers of ``envs`` environments each (module docstring).
 
-    ``mode`` is "ray" or "in-process" once built (in-process when workers == 1, or when Ray is
+    ``in_process`` forces the in-process workers (tests compare the two modes). ``mode`` is "ray"
+    or "in-process" once built (in-process when workers == 1, or when Ray is
     missing: then a warning is logged and the workers run one after another here).
     """
 
     def __init__(self, config: dict, workers: int, envs: int, seed: int, ray_address: str = "local",
-                 ray_init_kwargs: Optional[dict] = None):
+                 ray_init_kwargs: Optional[dict] = None, in_process: bool = False):
         check_ray_address(ray_address)
         self.workers = int(workers)
         self._ray = None
         self._started_ray = False
-        if self.workers > 1 and not ray_available():
+        if self.workers > 1 and not in_process and not ray_available():
             logger.warning("ray is not installed (pip install -e '.[ray]'): running the %d workers in-process, "
                            "one after another", self.workers)
-        if self.workers > 1 and ray_available():
+        if self.workers > 1 and not in_process and ray_available():
             import ray
 
             self._ray = ray

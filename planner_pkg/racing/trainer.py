@@ -123,7 +123,7 @@ def _write_csv(path: Path, history) -> None:
 
 def train(cfg: RaceConfig, out: Union[str, Path], workers: int = 1, ray_address: str = "local",
           resume: Optional[Union[str, Path]] = None, stop_after: Optional[int] = None, progress: bool = True,
-          ray_init_kwargs: Optional[dict] = None) -> TrainResult:
+          ray_init_kwargs: Optional[dict] = None, in_process: bool = False) -> TrainResult:
     """Train (or continue) a racing policy; see the module docstring for the files written."""
     from threadpoolctl import threadpool_limits
 
@@ -167,7 +167,7 @@ def train(cfg: RaceConfig, out: Union[str, Path], workers: int = 1, ray_address:
         bar = tqdm(total=end_it - start_it, desc="race train", unit="it", dynamic_ncols=True)
     eval_set = eval_tracks(cfg.train.eval_tracks, cfg.env.track) if cfg.train.eval_every else []
     with threadpool_limits(limits=1), WorkerPool(cfg.to_dict(), workers, cfg.train.envs_per_worker, seed,
-                                                 ray_address, ray_init_kwargs) as pool:
+                                                 ray_address, ray_init_kwargs, in_process) as pool:
         logger.info("race train: %d worker(s) (%s), %d envs each, %d steps per iteration", workers, pool.mode,
                     cfg.train.envs_per_worker, cfg.train.steps)
         it = start_it
