@@ -58,6 +58,7 @@ setup(
         ("share/" + PACKAGE + "/config", _files("config/*")),
         ("share/" + PACKAGE + "/config/worlds", _files("config/worlds/*")),
         ("share/" + PACKAGE + "/config/policy", _files("config/policy/*")),
+        ("share/" + PACKAGE + "/config/race", _files("config/race/*")),
         ("share/" + PACKAGE + "/config/systemd", _files("config/systemd/*")),
         ("share/" + PACKAGE + "/docs", _files("docs/*")),
     ],
@@ -78,10 +79,12 @@ setup(
         "plots": ["matplotlib>=3.8"],
         # MCAP recording (`bringup --record`, the recorder node) and `python -m planner_pkg plot RUN.mcap`.
         "record": ["mcap-ros2-support>=0.5"],
+        # Ray rollout workers for `race train --workers N` (without it training runs in-process).
+        "ray": ["ray>=2.9"],
         # Differential-test oracle only; never imported by the package itself.
         "oracle": ["torch==2.13.0"],
     },
-    package_data={"planner_pkg.policy": ["models/*.agm"]},
+    package_data={"planner_pkg.policy": ["models/*.agm"], "planner_pkg.racing": ["models/*.agm"]},
     zip_safe=True,
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )
