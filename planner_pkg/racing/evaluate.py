@@ -86,7 +86,7 @@ def fly_tracks(act: Callable[[np.ndarray], np.ndarray], tracks: Sequence[Track],
             if info["passed_gate"][i]:
                 r.gates_passed = int(env.passed[i])
                 if r.gates_passed % len(r.track) == 0:
-                    r.lap_times_s.append(t - last_lap_end[i])
+                    r.lap_times_s.append(float(t - last_lap_end[i]))
                     last_lap_end[i] = t
             if info["crash"][i]:
                 r.crash = CRASH_NAMES[int(info["crash"][i])]
