@@ -22,7 +22,7 @@ from planner_pkg.racing import quad
 from planner_pkg.racing.gates import GateArrays, gate_events
 from planner_pkg.racing.track import Track, random_track
 
-__all__ = ["RaceEnv", "obs_dim", "ACTION_DIM", "CRASH_NONE", "CRASH_GATE", "CRASH_GROUND", "CRASH_BOUNDS",
+__all__ = ["RaceEnv", "build_observation", "obs_dim", "ACTION_DIM", "CRASH_NONE", "CRASH_GATE", "CRASH_GROUND", "CRASH_BOUNDS",
            "CRASH_NAMES"]
 
 ACTION_DIM = 4
@@ -39,6 +39,23 @@ def max_gates(env_cfg, tracks: Optional[Sequence[Track]] = None) -> int:
     if tracks:
         g = max(g, max(len(t) for t in tracks))
     return g
+
+
+def build_observation(pos, vel, rot, omega, gates: GateArrays, target, prev_action, gate_obs: int) -> np.ndarray:
+    """The policy's observation (module docstring) of N vehicles: pos, vel (N, 3) world; rot
+    (N, 3, 3) body-to-world; omega (N, 3) body; target (N,) index of the next gate."""
+    n = len(pos)
+    rot_t = np.transpose(rot, (0, 2, 1))
+    parts = [np.einsum("nij,nj->ni", rot_t, vel), rot[:, 2, :], omega]
+    rows = np.arange(n)
+    for k in range(gate_obs):
+        gi = (target + k) % gates.count
+        parts.append(np.einsum("nij,nj->ni", rot_t, gates.centers[rows, gi] - pos))
+        parts.append(np.einsum("nij,nj->ni", rot_t, gates.normals[rows, gi]))
+    parts.append(prev_action)
+    parts.append(pos[:, 2:3])
+    parts.append(gates.half[rows, target][:, None])
+    return np.concatenate(parts, axis=1)
 
 
 class RaceEnv:
@@ -131,20 +148,9 @@ class RaceEnv:
     # ---------------------------------------------------------------------------------------
     def observe(self) -> np.ndarray:
         """(N, obs_dim) float64 (module docstring)."""
-        st, n = self.state, self.n
-        rot_t = np.transpose(st.rot, (0, 2, 1))
-        parts = [np.einsum("nij,nj->ni", rot_t, st.vel), st.rot[:, 2, :], st.omega]
-        tgt = self._target_index()
-        rows = np.arange(n)
-        for k in range(self.cfg.gate_obs):
-            gi = (tgt + k) % self.gates.count
-            rel = self.gates.centers[rows, gi] - st.pos
-            parts.append(np.einsum("nij,nj->ni", rot_t, rel))
-            parts.append(np.einsum("nij,nj->ni", rot_t, self.gates.normals[rows, gi]))
-        parts.append(self.prev_action)
-        parts.append(st.pos[:, 2:3])
-        parts.append(self.gates.half[rows, tgt][:, None])
-        return np.concatenate(parts, axis=1)
+        st = self.state
+        return build_observation(st.pos, st.vel, st.rot, st.omega, self.gates, self._target_index(),
+                                 self.prev_action, self.cfg.gate_obs)
 
     def step(self, actions: np.ndarray):
         """Apply (N, 4) actions for one control period.
