@@ -10,7 +10,9 @@ Determinism: the networks' initialisation (``autograd_core.manual_seed(seed)``),
 tracks, starts and action noise (seeded by (seed, worker)) and the minibatch order (seeded by
 (seed, iteration)) derive from ``train.seed``; two runs with the same config and worker count give
 the same weights. A resumed run continues from the checkpoint's weights, optimiser, observation
-statistics and history with fresh episodes (the environments' mid-episode state is not saved).
+statistics and history with fresh episodes (the environments' mid-episode state is not saved);
+it takes ``--config``'s settings, so a resume with another reward, track generator or PPO setting
+is a fine-tune (the network and the observation layout must stay those of the checkpoint).
 """
 from __future__ import annotations
 
@@ -138,10 +140,15 @@ def train(cfg: RaceConfig, out: Union[str, Path], workers: int = 1, ray_address:
     start_it = 0
     if resume is not None:
         ck = load_checkpoint(resume)
-        if ck["config"].to_dict() != dict(cfg.to_dict(), train=ck["config"].to_dict()["train"]):
-            logger.warning("--config differs from the checkpoint's configuration outside 'train': continuing "
-                           "with the checkpoint's environment, network and PPO settings")
-        cfg = config_from_dict(dict(ck["config"].to_dict(), train=cfg.to_dict()["train"]))
+        saved = ck["config"]
+        if saved.network != cfg.network or saved.env.gate_obs != cfg.env.gate_obs:
+            raise CheckpointError(f"checkpoint {str(resume)!r} holds a network of {saved.network} seeing "
+                                  f"{saved.env.gate_obs} gates; --config asks for {cfg.network} seeing "
+                                  f"{cfg.env.gate_obs}: resume with the same network and env.gate_obs")
+        changed = [k for k in ("env", "ppo") if getattr(saved, k) != getattr(cfg, k)]
+        if changed:
+            logger.warning("resuming with changed %s settings (a fine-tune): the weights, optimiser and "
+                           "observation statistics continue from the checkpoint", " and ".join(changed))
         net = ActorCritic(d, ACTION_DIM, cfg.network)
         opt = ag.optim.Adam(net.parameters(), lr=cfg.ppo.lr)
         try:

@@ -151,6 +151,16 @@ def test_resume_continues_the_history(tmp_path):
     assert lines[0].startswith("iteration,env_steps,") and len(lines) == 4
     with pytest.raises(ValueError, match="nothing to do"):
         train(cfg, tmp_path / "m.agm", progress=False, resume=r.paths["checkpoint"])
+    other = config_from_dict({"network": {"actor_hidden": [8], "critic_hidden": [16]},
+                              "train": {"iterations": 5, "envs_per_worker": 8, "steps": 16, "eval_every": 0}})
+    with pytest.raises(CheckpointError, match="same network"):
+        train(other, tmp_path / "m.agm", progress=False, resume=r.paths["checkpoint"])
+    # another reward is a fine-tune: allowed, the history continues
+    tuned = config_from_dict(dict(cfg.to_dict(), env={"reward": {"crash": 20.0}},
+                                  train=dict(cfg.to_dict()["train"], iterations=4)))
+    r = train(tuned, tmp_path / "m.agm", progress=False, resume=r.paths["checkpoint"])
+    assert [h["iteration"] for h in r.history] == [1, 2, 3, 4]
+    assert load_checkpoint(r.paths["checkpoint"])["config"].env.reward.crash == 20.0
     (tmp_path / "bad.ckpt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError):
         load_checkpoint(tmp_path / "bad.ckpt")
