@@ -40,6 +40,24 @@ def check_ray_address(address: str) -> str:
     raise ValueError(f"--ray-address must be {RAY_ADDRESS_HELP}, got {address!r}")
 
 
+#: Attempts at starting a local Ray instance. Ray waits a fixed 30 s for its raylet to register;
+#: on a loaded machine (measured here: load average 17 on 2 cores) that start-up can miss it.
+LOCAL_START_ATTEMPTS = 3
+
+
+def _init_local(ray, kwargs) -> None:
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        try:
+            ray.init(**kwargs)
+            return
+        except Exception as exc:  # ray raises a bare Exception for a start-up timeout
+            if "timed out during startup" not in str(exc) or attempt == LOCAL_START_ATTEMPTS:
+                raise
+            logger.warning("local Ray instance did not start in time (attempt %d of %d: %s); retrying",
+                           attempt, LOCAL_START_ATTEMPTS, " ".join(str(exc).split()))
+            ray.shutdown()
+
+
 class WorkerPool:
     """``workers`` rollout workers of ``envs`` environments each (module docstring).
 
@@ -67,7 +85,7 @@ class WorkerPool:
                 kwargs.setdefault("log_to_driver", False)
                 if ray_address == "local":
                     kwargs.setdefault("num_cpus", self.workers)
-                    ray.init(**kwargs)
+                    _init_local(ray, kwargs)
                 else:
                     ray.init(address=ray_address, **kwargs)
                 self._started_ray = True
