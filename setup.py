@@ -59,6 +59,7 @@ setup(
         ("share/" + PACKAGE + "/config", _files("config/*")),
         ("share/" + PACKAGE + "/config/worlds", _files("config/worlds/*")),
         ("share/" + PACKAGE + "/config/policy", _files("config/policy/*")),
+        ("share/" + PACKAGE + "/config/race", _files("config/race/*")),
         ("share/" + PACKAGE + "/config/systemd", _files("config/systemd/*")),
         ("share/" + PACKAGE + "/config/foxglove", _files("config/foxglove/*")),
         ("share/" + PACKAGE + "/rviz", _files("rviz/*")),
@@ -84,10 +85,12 @@ setup(
         "viz": ["foxglove-sdk>=0.30,<0.31"],
         # MCAP recording (`bringup --record`, the recorder node) and `python -m planner_pkg plot RUN.mcap`.
         "record": ["mcap-ros2-support>=0.5"],
+        # Ray rollout workers for `race train --workers N` (without it training runs in-process).
+        "ray": ["ray>=2.9"],
         # Differential-test oracle only; never imported by the package itself.
         "oracle": ["torch==2.13.0"],
     },
-    package_data={"planner_pkg.policy": ["models/*.agm"]},
+    package_data={"planner_pkg.policy": ["models/*.agm"], "planner_pkg.racing": ["models/*.agm"]},
     zip_safe=True,
     entry_points={"console_scripts": CONSOLE_SCRIPTS},
 )

@@ -10,6 +10,8 @@ Commands:
     plot RUN.mcap --world FILE -o flight.png [--summary summary.json]   (a recorded run)
     policy train --config FILE --out model.agm [--resume CKPT]
     policy eval [--model model.agm] --episodes 100 --speed 3
+    race train --config config/race/default.yaml --workers N --ray-address local --out M.agm
+    race fly --track T --laps L --log CSV --summary JSON [--model M] [--plot PNG]
 
 Exit codes: 0 = done (for ``fly``: the episode was simulated and its files written, whatever
 its outcome; read ``reached`` in the summary), 1 = failed while running (for ``fly`` also: the
@@ -108,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     from planner_pkg.policy.cli import add_parser as add_policy_parser
 
     add_policy_parser(sub)  # policy train|eval (planner_pkg/policy/cli.py)
+    from planner_pkg.racing.cli import add_parser as add_race_parser
+
+    add_race_parser(sub)  # race train|fly (planner_pkg/racing/cli.py)
     _add_plot_parser(sub)  # plot RUN.mcap (read back by planner_pkg/sim/mcap_log.py)
     return parser
 
