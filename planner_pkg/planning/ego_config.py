@@ -44,6 +44,10 @@ class EgoConfig:
         to catch it up: at 6 m/s, after a take-off at 8 m/s^2, 0.6 m of lag gave a 12 % speed
         overshoot over the plan.
     max_resync_s: how far back along the reference the vehicle is looked for, s.
+    lag_replan_m, lag_replan_period_s: replan at once (not only on the timer or after
+        ``replan_progress_m``) when the vehicle is farther than ``lag_replan_m`` from the
+        reference, at most every ``lag_replan_period_s``; 0 = never. The replan starts where the
+        vehicle is (``lag_resync_m``), which ends the controller's catch-up sprint early.
     max_consecutive_failures: give up the goal (WAIT_TARGET) after this many failed plans in a
         row (at rate_hz = 10: 4 s).
     retry_budget_s: after a failed plan, other initial guesses are tried in the same tick until
@@ -92,6 +96,8 @@ class EgoConfig:
     max_tracking_error_m: float = 1.0
     lag_resync_m: float = 0.1
     max_resync_s: float = 1.0
+    lag_replan_m: float = 0.2
+    lag_replan_period_s: float = 0.2
     max_consecutive_failures: int = 40
     retry_budget_s: float = 0.05
     max_time_scale: float = 4.0
@@ -115,7 +121,7 @@ class EgoConfig:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
                 raise ValueError(f"EgoConfig.{name} must be a positive finite number, got {v!r}")
-        for name in ("goal_search_radius_m", "target_search_radius_m"):
+        for name in ("goal_search_radius_m", "target_search_radius_m", "lag_replan_m", "lag_replan_period_s"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"EgoConfig.{name} must be a finite number >= 0, got {v!r}")
