@@ -137,7 +137,7 @@ def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, v
             replan_cpu_ms += stats.replan_cpu_ms
             fuse_ms += stats.fuse_ms
         if verbose:
-            print(f"  {name} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s "
+            print(f"  {name} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s mean={s.mean_speed_mps:5.2f} m/s "
                   f"clear={s.min_clearance_m:6.3f} m peak={s.max_speed_mps:5.2f} (cmd {commanded[-1] if commanded[-1] > -np.inf else float('nan'):5.2f}) m/s  "
                   f"{s.message}", flush=True)
     ok = [s for s in rows if s.reached and not s.collided]
