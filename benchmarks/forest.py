@@ -19,7 +19,9 @@ Printed per planner and max_vel:
 - update() p50 / p95: wall time of every planner.update call (what the runner reports as
   replan_ms; includes the ticks that only check the trajectory), pooled over all episodes: the
   compute per step, comparable between planners (the policy runs at its own rate);
-- replan p50 / p95: wall time of the ticks that actually planned (EGO only);
+- replan p50 / p95: wall time of the ticks that actually planned (EGO only); cpu p50 / p95: their
+  CPU time (the planning thread's ``time.thread_time``: on a loaded machine the wall time also
+  counts the time other processes held the core);
 - map fuse p50: wall time to fuse one depth frame into the map (EGO only; runs in observe()).
 
 Never pass/fail on time (machines differ). Run on one core for comparable numbers:
@@ -119,7 +121,7 @@ def make_planner(name: str, max_vel: float, max_acc: float, time_scale: float = 
 def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, verbose: bool,
              time_scale: float = 1.0, model=None):
     rows = []
-    update_ms, replan_ms, fuse_ms, commanded = [], [], [], []
+    update_ms, replan_ms, replan_cpu_ms, fuse_ms, commanded = [], [], [], [], []
     timeout = 3.0 * STRAIGHT_M / max_vel + 10.0
     for seed in seeds:
         world = generate_world("forest", seed, density=density, start=START, goal=GOAL)
@@ -132,9 +134,10 @@ def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, v
         stats = getattr(planner.planner, "stats", None)
         if stats is not None:
             replan_ms += stats.replan_ms
+            replan_cpu_ms += stats.replan_cpu_ms
             fuse_ms += stats.fuse_ms
         if verbose:
-            print(f"  {name} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s "
+            print(f"  {name} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s mean={s.mean_speed_mps:5.2f} m/s "
                   f"clear={s.min_clearance_m:6.3f} m peak={s.max_speed_mps:5.2f} (cmd {commanded[-1] if commanded[-1] > -np.inf else float('nan'):5.2f}) m/s  "
                   f"{s.message}", flush=True)
     ok = [s for s in rows if s.reached and not s.collided]
@@ -160,6 +163,8 @@ def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, v
         "update_p95": pct(update_ms, 95),
         "replan_p50": pct(replan_ms, 50),
         "replan_p95": pct(replan_ms, 95),
+        "cpu_p50": pct(replan_cpu_ms, 50),
+        "cpu_p95": pct(replan_cpu_ms, 95),
         "fuse_p50": pct(fuse_ms, 50),
     }
 
@@ -196,7 +201,7 @@ def main(argv=None) -> int:
             print(f"  ... {name} at {v:g} m/s done in {time.perf_counter() - t0:.0f} s", flush=True)
     head = (f"{'planner':8s} {'v_max':>5s} {'a_max':>5s} {'success':>8s} {'coll':>5s} {'tout':>5s} {'speed':>6s} {'%vmax':>6s} "
             f"{'len/L':>6s} {'clr_min':>8s} {'clr_med':>8s} {'peak':>5s} {'cmd':>5s} {'upd p50':>8s} {'upd p95':>8s} {'rpl p50':>8s} "
-            f"{'rpl p95':>8s} {'fuse':>6s}")
+            f"{'rpl p95':>8s} {'cpu p50':>8s} {'cpu p95':>8s} {'fuse':>6s}")
     print()
     print(head)
     print("-" * len(head))
@@ -207,7 +212,7 @@ def main(argv=None) -> int:
               f"{r['speed']:6.2f} {100 * r['speed'] / r['max_vel']:5.0f}% {r['length_ratio']:6.3f} "
               f"{r['clear_min']:8.3f} {r['clear_med']:8.3f} {r['peak'] / r['max_vel']:5.2f} {cmd} "
               f"{r['update_p50']:8.2f} {r['update_p95']:8.2f} "
-              f"{r['replan_p50']:8.2f} {r['replan_p95']:8.2f} {r['fuse_p50']:6.2f}")
+              f"{r['replan_p50']:8.2f} {r['replan_p95']:8.2f} {r['cpu_p50']:8.2f} {r['cpu_p95']:8.2f} {r['fuse_p50']:6.2f}")
     print("(speed m/s and len/L on successful flights; clearance m; peak, cmd: highest flown and commanded speed over "
           "all flights / max_vel; times ms; "
           f"total wall {time.perf_counter() - wall0:.0f} s)")

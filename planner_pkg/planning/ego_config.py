@@ -46,6 +46,10 @@ class EgoConfig(Config):
         to catch it up: at 6 m/s, after a take-off at 8 m/s^2, 0.6 m of lag gave a 12 % speed
         overshoot over the plan.
     max_resync_s: how far back along the reference the vehicle is looked for, s.
+    lag_replan_m, lag_replan_period_s: replan at once (not only on the timer or after
+        ``replan_progress_m``) when the vehicle is farther than ``lag_replan_m`` from the
+        reference, at most every ``lag_replan_period_s``; 0 = never. The replan starts where the
+        vehicle is (``lag_resync_m``), which ends the controller's catch-up sprint early.
     max_consecutive_failures: give up the goal (WAIT_TARGET) after this many failed plans in a
         row (at rate_hz = 10: 4 s).
     retry_budget_s: after a failed plan, other initial guesses are tried in the same tick until
@@ -94,6 +98,8 @@ class EgoConfig(Config):
     max_tracking_error_m: float = positive(1.0)
     lag_resync_m: float = positive(0.1)
     max_resync_s: float = positive(1.0)
+    lag_replan_m: float = non_negative(0.2)
+    lag_replan_period_s: float = non_negative(0.2)
     max_consecutive_failures: int = setting(40, range=(1, math.inf))
     retry_budget_s: float = positive(0.05)
     max_time_scale: float = positive(4.0)

@@ -60,6 +60,9 @@ class PlannerStats:
     """What the planner measured about itself (wall times in ms)."""
 
     replan_ms: List[float] = field(default_factory=list)  # every plan attempt (GEN_NEW + REPLAN)
+    # the same plans' CPU time of the planning thread (time.thread_time): on a shared, loaded
+    # machine the wall time above also counts the time other processes held the core
+    replan_cpu_ms: List[float] = field(default_factory=list)
     replan_ok: List[bool] = field(default_factory=list)
     iterations: List[int] = field(default_factory=list)  # L-BFGS iterations of successful plans
     # L-BFGS iterations of every optimiser run (each initial guess tried, failed ones too)
@@ -300,6 +303,7 @@ class EgoPlanner:
         # (a stop-limited trajectory's base has its time up to the braking, where it is reused)
         previous = self._reusable(state.t) if reuse and t_ref is not None else None
         t0 = time.perf_counter()
+        cpu0 = time.thread_time()
         # initial guesses in order (each leads the optimiser into its own local minimum): the
         # current trajectory extended (replans; keeps the chosen side of each obstacle), an A*
         # path to the target, then quintics through a waypoint to either side (EGO retries with
@@ -343,6 +347,7 @@ class EgoPlanner:
         if hits:
             self._safety_nets(state.t, hits, out.success)
         self.stats.replan_ms.append(1e3 * out.time_s)
+        self.stats.replan_cpu_ms.append(1e3 * (time.thread_time() - cpu0))
         self.stats.replan_ok.append(out.success)
         if out.frontier is not None and out.frontier.limited:
             self._stop_limited(state.t, out)
@@ -479,6 +484,13 @@ class EgoPlanner:
             self.fsm.transition(FsmState.REPLAN_TRAJ, "reaching the stop before unobserved space", t)
             return False, None
         near_end = self._target_is_goal and traj.t_end - t < 1.0
+        lag = float(np.linalg.norm(traj.state(t)[0] - state.position))
+        if (c.lag_replan_m > 0 and lag > c.lag_replan_m and t - self._plan_time >= c.lag_replan_period_s
+                and not near_end):
+            # the controller is about to sprint to catch the lag up (it saturated while the
+            # reference accelerated): replan now, from where the vehicle is on the reference
+            self.fsm.transition(FsmState.REPLAN_TRAJ, f"the vehicle lags the reference by {lag:.2f} m", t)
+            return False, None
         if not near_end:
             if t - self._plan_time >= c.replan_period_s:
                 self.fsm.transition(FsmState.REPLAN_TRAJ, "replan timer", t)

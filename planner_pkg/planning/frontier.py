@@ -24,9 +24,12 @@ smooth paths); the *timing* of its result is limited afterwards:
 3. The vehicle must be able to stop short of ``s_f`` from every point, braking at ``a_b`` after
    a latency ``t_l``, with a margin: ``v t_l + v^2 / (2 a_b) + margin <= s_f - s``. The speed
    profile ``min(v_plan(s), sqrt(2 a_b (s_stop - s)))`` with
-   ``s_stop = s_f - margin - v_top t_l`` (``v_top`` the plan's top speed) satisfies it and is
-   itself a braking curve: the trajectory follows its path at the planned speed until the cap
-   binds, brakes at ``a_b`` and ends at rest at ``s_stop``. Where the start speed cannot stop
+   ``s_stop = s_f - margin - v_l t_l`` satisfies it when ``v_l`` is at least the highest speed
+   of that profile (the plan's top speed ``v_top`` always is; the smallest such ``v_l`` is found
+   by bisection, see :func:`_stop_point`: a vehicle creeping up to a frontier then stops
+   ``t_l x its own speed`` short of it, not ``t_l x the cruise speed``) and is itself a braking
+   curve: the trajectory follows its path at the planned speed until the cap binds, brakes at
+   ``a_b`` and ends at rest at ``s_stop``. Where the start speed cannot stop
    that early (``v0^2 / (2 a_b) > s_stop``) it brakes at the full ``max_acc`` instead, stops as
    soon as that allows, and says so.
 
@@ -59,6 +62,7 @@ __all__ = ["UnknownSpaceConfig", "StopLimit", "FrontierReport", "StopLimitedTraj
 _SCHEMA = Schema(sep=" ")
 _SPEED_TOL = 1e-9  # m/s: the plan's speed may touch the cap
 _REST_MPS = 1e-3  # m/s: a plan ending slower than this ends at rest (the goal)
+_BISECTIONS = 14  # the latency speed to v_top / 16000
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,10 @@ class UnknownSpaceConfig(Config, schema=_SCHEMA, prefix="EgoConfig.unknown_space
     start_radius_m: float = setting(0.5, range=(0.0, 5.0), description=(
         "never-observed space this close to the plan's start counts as free (the vehicle is there; its "
         "camera cannot see beside or below itself), m"))
+    latency_speed: str = setting("profile", choices=("profile", "top"), description=(
+        "the speed the latency distance is flown at: 'profile' (the highest speed the capped profile "
+        "reaches, found by bisection) or 'top' (the plan's top speed: stops up to latency x (top speed "
+        "- flown speed) earlier than needed)"))
     history_frames: int = setting(12, range=(1, 100), description=(
         "recent depth frames kept to answer 'was this point seen free?' where the voxel map's rays leave gaps"))
     history_period_s: float = setting(0.25, range=(0.0, 10.0), description=(
@@ -97,12 +105,13 @@ class StopLimit:
     start_radius_m: float
     probe_m: float  # the vehicle's half-width: the map's inflation, m
     step_m: float  # sampling step along the path, m
+    latency_at_top_speed: bool = False  # see UnknownSpaceConfig.latency_speed
 
     @classmethod
     def from_config(cls, config: UnknownSpaceConfig, max_acc_mps2: float, inflation_m: float,
                     step_m: float) -> "StopLimit":
         return cls(config.decel_fraction * max_acc_mps2, max_acc_mps2, config.margin_m, config.latency_s,
-                   config.start_radius_m, inflation_m, step_m)
+                   config.start_radius_m, inflation_m, step_m, config.latency_speed == "top")
 
 
 @dataclass(frozen=True)
@@ -158,6 +167,44 @@ def _known_free(grid_map, history, points: np.ndarray, start: np.ndarray, limit:
     return i, "blocked" if blocked[i] else "unknown"
 
 
+def _stop_point(room_m: float, latency_s: float, v_latency: Optional[float], s: np.ndarray, speed: np.ndarray,
+                decel: float, rest_end_m: Optional[float], v_end: float) -> float:
+    """Arc length of the planned stop, m: ``room_m`` (the known free distance less the margin)
+    less the distance flown during the latency at the highest speed the capped profile reaches.
+
+    v_latency: that speed given (the plan's top speed: the simple, conservative rule); None: the
+    smallest speed v for which the profile ``min(speed, sqrt(2 decel (s_stop(v) - s)))`` with
+    ``s_stop(v) = room_m - v latency_s`` never exceeds v (bisection; the profile's peak falls as v
+    grows, so every v above it is safe). A vehicle creeping toward a frontier it is about to see
+    past then stops ``latency x its own speed`` short of it, not ``latency x the cruise speed``
+    (0.9 m at 6 m/s). rest_end_m: the path's length when it ends at rest (never stopped past it).
+    """
+    def stop(v):
+        x = room_m - v * latency_s
+        return max(min(x, rest_end_m) if rest_end_m is not None else x, 0.0)
+
+    if v_latency is not None:
+        return stop(v_latency)
+
+    def peak(x):
+        cap = np.sqrt(2.0 * decel * np.maximum(x - s, 0.0))
+        p = float(np.minimum(speed, cap).max())
+        if rest_end_m is None and x > s[-1]:  # braking on along the straight continuation
+            p = max(p, min(v_end, math.sqrt(2.0 * decel * (x - s[-1]))))
+        return p
+
+    lo, hi = 0.0, float(speed.max())
+    if peak(stop(lo)) <= lo:
+        return stop(lo)
+    for _ in range(_BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        if peak(stop(mid)) <= mid:
+            hi = mid
+        else:
+            lo = mid
+    return stop(hi)
+
+
 def limit_to_known_space(trajectory: BsplineTrajectory, grid_map, limit: StopLimit, history=None):
     """``(trajectory or a StopLimitedTrajectory, FrontierReport)``: ``trajectory`` itself when it
     can stop inside known free space from every point (see the module docstring).
@@ -201,9 +248,8 @@ def limit_to_known_space(trajectory: BsplineTrajectory, grid_map, limit: StopLim
         # known free (or exempt) to a full stop from every point: unchanged, the same object
         return trajectory, FrontierReport(float(all_s[-1]), "", False)
     known_free = float(all_s[first_bad - 1]) if first_bad > 0 else 0.0
-    s_stop = known_free - limit.margin_m - v_top * limit.latency_s
-    if rest_end:
-        s_stop = min(s_stop, length)  # never past a rest end (the continuation has no speed)
+    s_stop = _stop_point(known_free - limit.margin_m, limit.latency_s, v_top if limit.latency_at_top_speed else None,
+                         s, speed, a_b, length if rest_end else None, v_end)
     brake = v0 * v0 / (2.0 * a_b)
     s_stop = max(s_stop, 0.0)
     cannot_stop = brake > s_stop + 1e-9

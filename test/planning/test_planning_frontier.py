@@ -200,6 +200,35 @@ def test_the_limited_trajectory_flies_the_planned_path_and_brakes_to_rest_before
     assert traj.sample(traj.t_end).velocity.tolist() == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("range_m", [1.5, 2.0])
+def test_the_latency_is_flown_at_the_profiles_own_peak_not_the_cruise_speed(range_m):
+    """A take-off at 4 m/s toward a frontier 1-2 m ahead never reaches cruise speed: its stop is
+    latency x (its own peak speed) short of the room, later than latency x 4 m/s, and from every
+    point it can still stop (latency, braking, margin) before the first point not known free."""
+    m = OccupancyGridMap(SMALL_MAP, center=START)
+    f = open_frame(range_m)
+    m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    spline = initial_spline(START, np.zeros(3), np.zeros(3), [7.5, 0.0, 1.0], [4.0, 0.0, 0.0], 4.0, 6.0, 0.12)
+    base = BsplineTrajectory(spline, 0.0, 0.0)
+    profile = StopLimit(4.2, 6.0, 0.3, 0.15, 0.5, 0.2, 0.1)
+    top = replace(profile, latency_at_top_speed=True)
+    (traj, report), (traj_top, report_top) = (limit_to_known_space(base, m, lim) for lim in (profile, top))
+    assert report.limited and report_top.limited and not report.cannot_stop
+    assert report.known_free_m == report_top.known_free_m
+    v_top = float(np.linalg.norm(np.array([base.state(t)[1] for t in np.linspace(0, base.t_end, 2000)]), axis=1).max())
+    room = report.known_free_m - 0.3
+    assert report_top.stop_m == pytest.approx(room - 0.15 * v_top, abs=1e-3)
+    _, _, v, _, s = dense(traj, 0.0)
+    speed = np.linalg.norm(v, axis=1)
+    assert speed.max() < 0.9 * v_top  # the profile never reaches the cruise speed
+    # the stop: room less the latency at the profile's own peak (to the bisection's and the
+    # sampling's resolution), well beyond the top-speed rule's
+    assert report.stop_m == pytest.approx(room - 0.15 * speed.max(), abs=0.02)
+    assert report.stop_m > report_top.stop_m + 0.1
+    need = s + speed * 0.15 + speed ** 2 / (2.0 * 4.2) + 0.3
+    assert need.max() <= report.known_free_m + 2e-3
+
+
 def test_collision_check_of_a_limited_trajectory_reports_its_own_time():
     base, traj, _, _ = limited_case()
     m = OccupancyGridMap(SMALL_MAP, center=START)

@@ -211,6 +211,30 @@ def test_a_small_lag_keeps_the_reference_continuous():
     np.testing.assert_allclose(new.state(t)[0], p_ref, atol=1e-6)
 
 
+@pytest.mark.parametrize("lag, lag_replan_m, replans", [(0.3, 0.2, True), (0.15, 0.2, False), (0.3, 0.0, False)])
+def test_a_vehicle_lagging_its_reference_gets_a_new_plan_at_once(lag, lag_replan_m, replans):
+    """Half a second after take-off (before the 1 s timer and the 1.5 m progress replan) a vehicle
+    more than lag_replan_m behind its reference is replanned from where it is; less, or with
+    the rule off, it keeps the trajectory."""
+    planner = EgoPlanner(EgoConfig(max_vel_mps=4.0, max_acc_mps2=6.0, lag_replan_m=lag_replan_m,
+                                   map=GridMapConfig(size_m=(20.0, 20.0, 4.0))))
+    start = np.array([0.0, 0.0, 1.0])
+    planner.reset(start, np.array([30.0, 0.0, 1.0]))
+    first = planner.update(VehicleState.at_rest(start, t=0.0), None)
+    assert isinstance(first, BsplineTrajectory)
+    t = 0.5
+    p_ref, v_ref, _ = first.state(t)
+    assert np.linalg.norm(p_ref - start) - lag < 1.5  # no progress replan
+    new = planner.update(moving(p_ref - [lag, 0.0, 0.0], v_ref, t), None)
+    if replans:
+        assert new is not None and new is not first
+        assert "lags the reference" in str(planner.fsm.history[-2:])
+        # from the vehicle's point on the reference, not from the reference's point at t
+        assert np.linalg.norm(new.state(t)[0] - (p_ref - [lag, 0.0, 0.0])) < 0.05
+    else:
+        assert new is None and planner.trajectory is first
+
+
 # -- clearance ------------------------------------------------------------------------------------
 def surface_clearance(traj, trunks, n=1500):
     """Smallest gap, m, between the vehicle ball on the reference path and the trunks' surfaces."""
