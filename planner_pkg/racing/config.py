@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional, Tuple, Union
 
-from planner_pkg.config_schema import ConfigError, Schema, setting
+from planner_pkg.config_schema import Config, ConfigError, Schema, setting
 
 __all__ = ["QuadConfig", "TrackGenConfig", "RewardConfig", "EnvConfig", "NetworkConfig", "PPOConfig",
            "TrainConfig", "RaceConfig", "ConfigError", "config_from_dict", "load_config"]
@@ -39,7 +39,7 @@ def _pair(default, low=-_INF, high=_INF, low_open=False):
 
 
 @dataclass(frozen=True)
-class QuadConfig:
+class QuadConfig(Config, schema=_SCHEMA, prefix="env.quad."):
     """The racing quadrotor (:mod:`planner_pkg.racing.quad`): a rigid body commanded by mass-
     normalised collective thrust and body rates, as Swift's policy commands its drone.
 
@@ -65,8 +65,7 @@ class QuadConfig:
     substeps: int = setting(2, range=(1, 100))
     gravity_mps2: float = _non_negative(9.81)
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "env.quad.")
+    def _check(self):
         if self.max_thrust_mps2 <= max(self.min_thrust_mps2, self.gravity_mps2):
             raise ConfigError(f"env.quad.max_thrust_mps2: must exceed gravity ({self.gravity_mps2:g}) and "
                               f"min_thrust_mps2 ({self.min_thrust_mps2:g}) or the vehicle cannot climb, "
@@ -74,7 +73,7 @@ class QuadConfig:
 
 
 @dataclass(frozen=True)
-class TrackGenConfig:
+class TrackGenConfig(Config, schema=_SCHEMA, prefix="env.track."):
     """Random tracks (:func:`planner_pkg.racing.track.random_track`): gates on a jittered loop.
 
     gates: (min, max) number of gates, inclusive. area_m: (x, y) extent of the gate centres.
@@ -92,12 +91,10 @@ class TrackGenConfig:
     yaw_jitter_rad: float = setting(0.35, range=(0.0, 1.2))
     min_spacing_m: float = setting(4.0, range=(0.0, 100.0))
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "env.track.")
 
 
 @dataclass(frozen=True)
-class RewardConfig:
+class RewardConfig(Config, schema=_SCHEMA, prefix="env.reward."):
     """Per-step reward (:mod:`planner_pkg.racing.env`), Swift's terms:
 
     r = progress * (d_prev - d_now)                        distance to the next gate's centre
@@ -115,12 +112,10 @@ class RewardConfig:
     gate_bonus: float = _non_negative(1.0)
     crash: float = _non_negative(5.0)
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "env.reward.")
 
 
 @dataclass(frozen=True)
-class EnvConfig:
+class EnvConfig(Config, schema=_SCHEMA, prefix="env."):
     """The vectorised racing environment.
 
     episode_s: training episode length (then truncated, bootstrapped with the critic).
@@ -148,12 +143,10 @@ class EnvConfig:
     ceiling_m: float = setting(8.0, range=(1.0, 1000.0))
     gate_obs: int = setting(2, range=(1, 4))
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "env.")
 
 
 @dataclass(frozen=True)
-class NetworkConfig:
+class NetworkConfig(Config, schema=_SCHEMA, prefix="network."):
     """Actor and critic MLPs (Swift: 2 x 128, LeakyReLU): hidden layer widths, tanh activations.
 
     init_log_std: initial log standard deviation of the Gaussian policy (state independent).
@@ -163,15 +156,14 @@ class NetworkConfig:
     critic_hidden: Tuple[int, ...] = setting((128, 128), range=(1, 4096))
     init_log_std: float = setting(-0.5, range=(-5.0, 2.0))
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "network.")
+    def _check(self):
         for name in ("actor_hidden", "critic_hidden"):
             if not 1 <= len(getattr(self, name)) <= 8:
                 raise ConfigError(f"network.{name}: must list 1 to 8 layer widths, got {list(getattr(self, name))}")
 
 
 @dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(Config, schema=_SCHEMA, prefix="ppo."):
     """Proximal policy optimisation (Schulman et al. 2017), Swift's / SB3's usual values.
 
     gamma, gae_lambda: discount and GAE parameter. clip: ratio clip epsilon. epochs and
@@ -192,12 +184,10 @@ class PPOConfig:
     lr_final_frac: float = setting(0.2, range=(0.0, 1.0))
     target_kl: float = _non_negative(0.05)
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "ppo.")
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Config, schema=_SCHEMA, prefix="train."):
     """The run. An iteration collects ``workers x envs_per_worker x steps`` environment steps.
 
     seed: every random draw (tracks, starts, actions, minibatches) derives from it; a run is
@@ -215,12 +205,10 @@ class TrainConfig:
     eval_tracks: int = setting(8, range=(1, 10_000))
     log_every: int = setting(1, range=(1, 10_000_000))
 
-    def __post_init__(self):
-        _SCHEMA.validate(self, "train.")
 
 
 @dataclass(frozen=True)
-class RaceConfig:
+class RaceConfig(Config, schema=_SCHEMA, prefix=""):
     """Everything that defines a racing training run and the exported policy's interface."""
 
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -228,14 +216,10 @@ class RaceConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
-    def to_dict(self) -> dict:
-        """Plain nested dict (tuples as lists); round-trips through :func:`config_from_dict`."""
-        return json.loads(json.dumps(dataclasses.asdict(self)))
-
 
 def config_from_dict(values: Optional[Mapping[str, Any]]) -> RaceConfig:
     """A validated :class:`RaceConfig` from nested mappings (missing keys keep their defaults)."""
-    return _SCHEMA.build(RaceConfig, values or {})
+    return RaceConfig.from_dict(values or {})
 
 
 def load_config(path: Union[str, Path]) -> RaceConfig:
