@@ -9,6 +9,7 @@ from typing import Optional
 from planner_pkg.planning.frontier import UnknownSpaceConfig
 from planner_pkg.planning.grid_map import GridMapConfig
 from planner_pkg.planning.rebound import OptimizerConfig
+from planner_pkg.planning.swarm import SwarmConfig
 from planner_pkg.planning.trajectory import YawConfig
 
 __all__ = ["EgoConfig"]
@@ -106,6 +107,8 @@ class EgoConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     yaw: YawConfig = field(default_factory=YawConfig)
     unknown_space: UnknownSpaceConfig = field(default_factory=UnknownSpaceConfig)
+    # EGO-Swarm (planning/swarm.py): used only once a swarm is attached (EgoPlanner.attach_swarm)
+    swarm: SwarmConfig = field(default_factory=SwarmConfig)
 
     def __post_init__(self):
         for name in ("max_vel_mps", "max_acc_mps2", "planning_horizon_m", "ctrl_pt_dist_m", "rate_hz",
@@ -136,7 +139,7 @@ class EgoConfig:
             if not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"EgoConfig.{name} must be an int >= 1, got {v!r}")
         for name, cls in (("map", GridMapConfig), ("optimizer", OptimizerConfig), ("yaw", YawConfig),
-                          ("unknown_space", UnknownSpaceConfig)):
+                          ("unknown_space", UnknownSpaceConfig), ("swarm", SwarmConfig)):
             if not isinstance(getattr(self, name), cls):
                 raise ValueError(f"EgoConfig.{name} must be a {cls.__name__}, got {type(getattr(self, name)).__name__}")
 
@@ -175,7 +178,8 @@ class EgoConfig:
         values = dict(values)
         if isinstance(values.get("map"), dict):
             values["map"] = GridMapConfig.from_dict(values["map"])
-        for name, sub in (("optimizer", OptimizerConfig), ("yaw", YawConfig), ("unknown_space", UnknownSpaceConfig)):
+        for name, sub in (("optimizer", OptimizerConfig), ("yaw", YawConfig), ("unknown_space", UnknownSpaceConfig),
+                          ("swarm", SwarmConfig)):
             if isinstance(values.get(name), dict):
                 sub_known = {f.name for f in fields(sub)}
                 sub_bad = sorted(set(values[name]) - sub_known)
