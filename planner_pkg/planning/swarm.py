@@ -498,9 +498,9 @@ def mask_depth(frame, centres: np.ndarray, radius_m: float):
         return frame
     rot = quaternion_to_matrix(frame.camera_orientation)
     pts = (rays[finite] * d[finite, None]) @ rot.T + np.asarray(frame.camera_position)
-    near = np.zeros(pts.shape[0], dtype=bool)
-    for c in centres:
-        near |= ((pts - c) ** 2).sum(axis=1) <= radius_m * radius_m
+    r2 = radius_m * radius_m
+    c = np.asarray(centres, dtype=np.float64).reshape(-1, 3)
+    near = (((pts[:, None, :] - c[None]) ** 2).sum(axis=2) <= r2).any(axis=1)
     if not near.any():
         return frame
     idx = np.nonzero(finite)[0][near]
@@ -508,8 +508,6 @@ def mask_depth(frame, centres: np.ndarray, radius_m: float):
     flat[idx] = np.nan
     points = frame.points
     if points is not None:
-        keep = np.ones(points.shape[0], dtype=bool)
-        for c in centres:
-            keep &= ((np.asarray(points, dtype=np.float64) - c) ** 2).sum(axis=1) > radius_m * radius_m
-        points = points[keep]
+        p64 = np.asarray(points, dtype=np.float64)
+        points = points[~(((p64[:, None, :] - c[None]) ** 2).sum(axis=2) <= r2).any(axis=1)]
     return replace(frame, depth=flat.reshape(depth.shape), points=points)

@@ -286,3 +286,25 @@ def test_free_end_gives_way_to_a_drone_hovering_at_the_target():
     end = result.spline.evaluate(result.spline.duration)
     assert np.linalg.norm(end - [0, 0, 1]) > 0.5  # the end moved off the occupied target
     np.testing.assert_allclose(result.spline.control_points[:3], line.control_points[:3])
+
+
+def test_depth_pixels_on_a_known_drone_are_masked_and_the_rest_kept():
+    from planner_pkg.planning.swarm import mask_depth
+    from planner_pkg.sim.camera import DepthCamera
+    from planner_pkg.sim.multi import _WorldWithDrones
+    from planner_pkg.types import VehicleState
+    from planner_pkg.world import Cylinder, World
+
+    world = World((-10, -10, 0), (10, 10, 5), [Cylinder((5.0, 1.5), 0.4, 5.0)])
+    drone = np.array([[3.0, 0.0, 2.0]])
+    frame = DepthCamera().render(_WorldWithDrones(world, drone, 0.19), VehicleState.at_rest([0, 0, 2], 0.0))
+    out = mask_depth(frame, drone, 0.45)
+    masked = np.isnan(out.depth) & ~np.isnan(frame.depth)
+    assert masked.sum() > 10
+    # exactly the pixels whose point lies on the drone's ball were masked; the trunk is kept
+    h, w = frame.depth.shape
+    assert masked[h // 2, w // 2] and np.isfinite(out.depth).sum() == np.isfinite(frame.depth).sum() - masked.sum()
+    alone = DepthCamera().render(world, VehicleState.at_rest([0, 0, 2], 0.0))
+    trunk = np.isfinite(alone.depth) & (alone.depth < 6.0)
+    assert trunk.any() and np.isfinite(out.depth[trunk]).all()
+    assert out.points.shape[0] == frame.points.shape[0] - masked.sum()
