@@ -183,9 +183,10 @@ def broadcast_spline(trajectory, t_now: float, dt: float = 0.1,
     span = min(max(t_end - t_now, 0.0), max_s)
     k = max(4, int(math.ceil(span / dt)) + 1)
     ts = t_now + np.arange(k) * dt
-    pva = [state(float(t)) for t in ts]
-    pts = np.array([s[0] for s in pva])
-    return fit_cubic(pts, dt, pva[0][1], pva[-1][1], pva[0][2], pva[-1][2]), float(t_now)
+    first, last = state(float(ts[0])), state(float(ts[-1]))
+    positions = getattr(trajectory, "positions", None)  # vectorised where the trajectory has it
+    pts = np.asarray(positions(ts)) if positions is not None else np.array([state(float(t))[0] for t in ts])
+    return fit_cubic(pts, dt, first[1], last[1], first[2], last[2]), float(t_now)
 
 
 def hover_spline(position, dt: float = 0.5) -> UniformBSpline:

@@ -308,3 +308,24 @@ def test_depth_pixels_on_a_known_drone_are_masked_and_the_rest_kept():
     trunk = np.isfinite(alone.depth) & (alone.depth < 6.0)
     assert trunk.any() and np.isfinite(out.depth[trunk]).all()
     assert out.points.shape[0] == frame.points.shape[0] - masked.sum()
+
+
+def test_broadcast_of_a_stop_limited_trajectory_follows_it():
+    """A trajectory re-timed to stop before unobserved space is not one B-spline: its broadcast is
+    a fit through its positions, which it follows to a few mm, brake and stop included."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_planning_frontier import limited_case
+
+    from planner_pkg.planning.frontier import StopLimitedTrajectory
+
+    _, traj, _, _ = limited_case()
+    assert isinstance(traj, StopLimitedTrajectory)
+    t_now = traj.t_start + 0.3
+    spline, t0 = broadcast_spline(traj, t_now)
+    assert t0 == t_now
+    ts = np.linspace(t_now, traj.t_end + 1.0, 300)
+    want = np.array([traj.state(float(t))[0] for t in ts])
+    np.testing.assert_allclose(spline.evaluate(ts - t0), want, atol=5e-3)
