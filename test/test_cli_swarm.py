@@ -129,3 +129,21 @@ def test_a_drone_that_lost_its_planner_hovers_and_is_avoided(worlds, tmp_path):
     _, hover = read_log(tmp_path / "l" / "drone_1.csv")
     assert np.abs(hover[:, 1:4] - [0, 0, 1]).max() < 0.05  # the traj_server held it at its start
     assert s["min_inter_drone_distance_m"] > 2 * RADIUS + 0.2
+
+
+def test_a_drone_whose_broadcasts_are_lost_is_still_avoided(worlds, tmp_path):
+    """Drone 1's broadcasts are all lost (it keeps planning): drone 0 knows it only from its depth
+    images (a drone with no fresh broadcast is not masked, so it enters the map); drone 1 still
+    hears drone 0. Head on, on one line: both get through without contact."""
+    _, empty, _ = worlds
+    starts = write_points(tmp_path / "s.json", [[-6, 0, 1], [6, 0, 1]])
+    goals = write_points(tmp_path / "g.json", [[6, 0, 1], [-6, 0, 1]])
+    summary = tmp_path / "sum.json"
+    r = run_cli("swarm", "fly", "--world", empty, "--starts", starts, "--goals", goals, "--log-dir", tmp_path / "l",
+                "--summary", summary, "--timeout", "40", "--time-scale", "4", "--mute", "1:0", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(summary.read_text())
+    assert s["broadcasts_lost"] > 10
+    assert s["drones"][1]["masked_pixels"] > 0 and s["drones"][0]["masked_pixels"] == 0
+    assert s["success"], s["drones"]
+    assert s["min_inter_drone_distance_m"] > 2 * RADIUS + 0.2
