@@ -22,7 +22,8 @@ Printed per scenario and speed:
   the same world, same planner), with ``--solo K`` (K of the drones, evenly spread over the ids,
   are flown alone; all of them doubles the cost);
 - replan p50 / p95: wall time of the EGO plan attempts (all drones, all scenarios); solo p50:
-  the same for the solo flights (same machine, same load: what the swarm adds);
+  the same for the solo flights (same machine, same load: what the swarm adds); cpu p50: the
+  planning ticks' CPU time (thread time: what the plan costs without the other processes' load);
 - wall: seconds of wall time per scenario.
 
 Never pass/fail on time. ``--time-scale K`` widens EGO's wall-clock safety nets (the simulated
@@ -98,7 +99,7 @@ def _seeds(text: str):
 
 def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot, verbose: bool):
     rows = []
-    replans, solo_replans = [], []
+    replans, solo_replans, cpu = [], [], []
     max_acc = min(8.0, max(3.0, 1.5 * max_vel))
     overrides = dict(max_acc_mps2=max_acc)
     for seed in seeds:
@@ -112,6 +113,7 @@ def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot
         wall = time.perf_counter() - w0
         for a in agents:
             replans += a.stats.replan_ms
+            cpu += a.plan_cpu_ms
         ratio = None
         if solo:
             ratios = []
@@ -140,7 +142,7 @@ def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot
                        f"{'success' if s['success'] else 'failure'}, min sep {s['min_inter_drone_distance_m']:.2f} m",
                        res.drone_collisions)
             print(f"  wrote {path}")
-    return rows, replans, solo_replans
+    return rows, replans, solo_replans, cpu
 
 
 def main(argv=None) -> int:
@@ -162,7 +164,7 @@ def main(argv=None) -> int:
             if args.plot:
                 base, ext = os.path.splitext(args.plot)
                 plot = f"{base}_{scenario}{ext}"
-            rows, replans, solo_replans = run(scenario, seeds, v, args.time_scale, args.solo, plot, not args.quiet)
+            rows, replans, solo_replans, cpu = run(scenario, seeds, v, args.time_scale, args.solo, plot, not args.quiet)
             ok = sum(1 for _, s, _, _ in rows if s["success"])
             seps = [s["min_inter_drone_distance_m"] for _, s, _, _ in rows if s["min_inter_drone_distance_m"]]
             ratios = [r for _, _, r, _ in rows if r is not None]
@@ -171,13 +173,14 @@ def main(argv=None) -> int:
                           np.percentile(replans, 50) if replans else float("nan"),
                           np.percentile(replans, 95) if replans else float("nan"),
                           np.percentile(solo_replans, 50) if solo_replans else float("nan"),
+                          np.percentile(cpu, 50) if cpu else float("nan"),
                           np.mean([w for *_, w in rows])))
     print()
     print(f"{'scenario':8s} {'v m/s':>5s} {'runs':>4s} {'success':>8s} {'sep p50':>8s} {'sep min':>8s} "
-          f"{'t/solo':>7s} {'replan p50':>10s} {'p95 ms':>7s} {'solo p50':>8s} {'wall s':>7s}")
-    for sc, v, n, ok, sep50, sepmin, ratio, r50, r95, s50, wall in table:
+          f"{'t/solo':>7s} {'replan p50':>10s} {'p95 ms':>7s} {'solo p50':>8s} {'cpu p50':>7s} {'wall s':>7s}")
+    for sc, v, n, ok, sep50, sepmin, ratio, r50, r95, s50, c50, wall in table:
         print(f"{sc:8s} {v:5.1f} {n:4d} {100.0 * ok / n:7.1f}% {sep50:8.2f} {sepmin:8.2f} {ratio:7.2f} "
-              f"{r50:10.1f} {r95:7.1f} {s50:8.1f} {wall:7.0f}")
+              f"{r50:10.1f} {r95:7.1f} {s50:8.1f} {c50:7.1f} {wall:7.0f}")
     return 0
 
 

@@ -61,6 +61,7 @@ def test_two_drones_swap_and_write_the_contract_files(worlds, tmp_path):
         assert drone["reached"] and not drone["collided"], drone
         assert drone["replans"] > 0 and drone["replan_ms_median"] > 0
     assert s["success"] and s["drone_collisions"] == []
+    assert s["plan_tick_cpu_ms_median"] > 0
     ts = []
     for k in range(2):
         header, data = read_log(out / f"drone_{k}.csv")

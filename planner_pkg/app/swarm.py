@@ -178,6 +178,7 @@ def swarm_summary(result, agents, bus, world_name: str = "", max_vel: float = 2.
         d.update({"collided": bool(out.collided or out.drone_collision), "collided_world": bool(out.collided),
                   "replans": len(replans), "replan_ms_median": _pct(replans, 50), "replan_ms_p95": _pct(replans, 95),
                   "replan_ms_max": max(replans) if replans else None,
+                  "plan_tick_cpu_ms_median": _pct(agent.plan_cpu_ms, 50),
                   "emergency_stops": agent.stats.emergency_stops, "masked_pixels": agent.masked_pixels})
         drones.append(d)
     finite = math.isfinite(result.min_separation_m)
@@ -195,6 +196,7 @@ def swarm_summary(result, agents, bus, world_name: str = "", max_vel: float = 2.
         "replan_ms_median": _pct(pooled, 50),
         "replan_ms_p95": _pct(pooled, 95),
         "replans": len(pooled),
+        "plan_tick_cpu_ms_median": _pct([x for a in agents for x in a.plan_cpu_ms], 50),
         "flight_time_s": max(reach) if len(reach) == len(drones) else None,
         "time_s": result.time_s,
         "wall_time_s": result.wall_time_s,

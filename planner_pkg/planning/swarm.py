@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -447,6 +448,9 @@ class SwarmAgent:
         self._frame_in = None
         self._frame_out = None
         self.masked_pixels = 0
+        # CPU time (this thread) of the ticks that planned, ms: unlike the planner's wall-clock
+        # replan_ms it does not count the time other processes held the CPU
+        self.plan_cpu_ms: List[float] = []
 
     @property
     def stats(self):
@@ -478,7 +482,11 @@ class SwarmAgent:
         self.planner.observe(self._masked(frame))
 
     def update(self, state, sensors):
-        out = self.planner.update(state, self._masked(sensors))
+        frame = self._masked(sensors)
+        plans, c0 = len(self.planner.stats.replan_ms), time.thread_time()
+        out = self.planner.update(state, frame)
+        if len(self.planner.stats.replan_ms) > plans:
+            self.plan_cpu_ms.append(1e3 * (time.thread_time() - c0))
         msg = broadcast_spline(self.planner.trajectory, state.t)
         if msg is None:
             msg = (hover_spline(state.position), state.t)
