@@ -8,6 +8,8 @@ Commands:
     world generate --kind forest --seed 3 -o forest.yaml [--param key=value ...]
     world sdf forest.yaml -o forest.sdf
     plot RUN.mcap --world FILE -o flight.png [--summary summary.json]   (a recorded run)
+    swarm fly --world W --starts S.json --goals G.json --log-dir DIR --summary JSON [--max-vel V]
+            [--timeout S]   N drones with EGO-Swarm (planner_pkg/app/swarm.py)
     policy train --config FILE --out model.agm [--resume CKPT]
     policy eval [--model model.agm] --episodes 100 --speed 3
     race train --config config/race/default.yaml --workers N --ray-address local --out M.agm
@@ -113,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     from planner_pkg.racing.cli import add_parser as add_race_parser
 
     add_race_parser(sub)  # race train|fly (planner_pkg/racing/cli.py)
+    from planner_pkg.app.swarm import add_parser as add_swarm_parser
+
+    add_swarm_parser(sub)  # swarm fly (planner_pkg/app/swarm.py)
     _add_plot_parser(sub)  # plot RUN.mcap (read back by planner_pkg/sim/mcap_log.py)
     return parser
 

@@ -70,6 +70,10 @@ class CostWeights(Config):
     (The distance term's wanted distance is set with the obstacles, see
     :meth:`CostProblem.set_obstacles`.)
     fitness_along2, fitness_across2: a^2 and b^2 of the anisotropic fitness term, m^2.
+    swarm, terminal: weights of EGO-Swarm's reciprocal-avoidance and terminal terms (only with
+        other drones near: ``CostProblem.swarm``, see :mod:`planner_pkg.planning.swarm`).
+    swarm_clearance_m: wanted distance between drone centres, m; swarm_z_scale: vertical
+        offsets count by this factor (0.5: twice the distance vertically, for downwash).
     """
 
     smoothness: float = non_negative(1.0)
@@ -80,6 +84,10 @@ class CostWeights(Config):
     clearance_m: float = positive(0.5)
     fitness_along2: float = positive(25.0)
     fitness_across2: float = positive(1.0)
+    swarm: float = non_negative(10.0)
+    terminal: float = non_negative(1.0)
+    swarm_clearance_m: float = positive(1.0)
+    swarm_z_scale: float = positive(0.5)
 
 
 @lru_cache(maxsize=64)
@@ -184,6 +192,8 @@ class CostProblem:
         self.obstacle_points = np.zeros((0, 3))
         self.safe_distance_m = 0.0
         self.set_obstacles(obstacle_points, safe_distance_m)
+        # EGO-Swarm's terms: a planning.swarm.SwarmPlanContext (set by the optimiser) or None
+        self.swarm = None
 
     def set_obstacles(self, points, safe_distance_m: float) -> None:
         """Obstacle points (K, 3) m for the distance term and the distance to keep from them, m
@@ -326,6 +336,10 @@ def total_kernel(q: np.ndarray, problem: CostProblem) -> Tuple[float, np.ndarray
         fd, gd = distance_kernel(q, problem)
         value += w.distance * fd
         grad += w.distance * gd
+    if problem.swarm is not None:  # weighted inside (planning/swarm.py: SwarmPlanContext.kernel)
+        fw, gw = problem.swarm.kernel(q, w)
+        value += fw
+        grad += gw
     return value, grad
 
 

@@ -11,6 +11,7 @@ from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
 from planner_pkg.planning.frontier import UnknownSpaceConfig
 from planner_pkg.planning.grid_map import GridMapConfig
 from planner_pkg.planning.rebound import OptimizerConfig
+from planner_pkg.planning.swarm import SwarmConfig
 from planner_pkg.planning.trajectory import YawConfig
 
 __all__ = ["EgoConfig"]
@@ -116,6 +117,8 @@ class EgoConfig(Config):
         "max_acc_mps2": "set by EgoConfig.max_acc_mps2"})
     yaw: YawConfig = field(default_factory=YawConfig)
     unknown_space: UnknownSpaceConfig = field(default_factory=UnknownSpaceConfig)
+    # EGO-Swarm (planning/swarm.py): used only once a swarm is attached (EgoPlanner.attach_swarm)
+    swarm: SwarmConfig = field(default_factory=SwarmConfig)
 
     def with_time_limits_scaled(self, factor: float) -> "EgoConfig":
         """This config with every wall-clock safety net multiplied by ``factor`` (>= 1): the

@@ -115,6 +115,14 @@ class EgoPlanner:
                                                  config.map.resolution_m) if u.stop_before_unknown else None
         self._history = DepthHistory(u.history_frames, u.history_period_s, config.map.resolution_m)
         self._cloud_only_reported = False
+        self.swarm = None  # EGO-Swarm: a planning.swarm.SwarmView, see attach_swarm
+
+    def attach_swarm(self, view) -> None:
+        """EGO-Swarm: plan against the other drones' broadcast trajectories in ``view`` (a
+        :class:`~planner_pkg.planning.swarm.SwarmView`; None = fly alone). Kept over resets."""
+        self.swarm = view
+        if self.manager is not None:
+            self.manager.swarm = view
 
     # -- protocol --------------------------------------------------------------------------------
     def reset(self, start, goal) -> None:
@@ -130,6 +138,7 @@ class EgoPlanner:
         self._history.clear()
         self._cloud_only_reported = False
         self.manager = PlanManager(self.map, self._optimizer_config, c.knot_dt_s, c.yaw, history=self._history)
+        self.manager.swarm = self.swarm
         self.stats = PlannerStats()
         self.events = []
         self.trajectory = None
@@ -472,6 +481,9 @@ class EgoPlanner:
             fraction = 1.0 if isinstance(traj, StopLimitedTrajectory) else self._optimizer_config.check_fraction
             horizon = max(traj.duration * fraction - (t - traj.t_start), c.safety_horizon_s)
             hit = self.manager.trajectory_collision_time(traj, t, horizon, self._optimizer_config.check_step_m)
+            if hit is None and self.swarm is not None:  # EGO-Swarm: a new broadcast crosses this trajectory
+                other = self.swarm.collision_time(traj, t, horizon)
+                hit = None if other is None else other[0]
         else:
             hit = None
         if hit is not None:

@@ -83,6 +83,8 @@ class PlanManager:
         self.yaw = yaw
         self.stop_limit = stop_limit
         self.history = history
+        # EGO-Swarm: a planning.swarm.SwarmView (the other drones' broadcasts) or None
+        self.swarm = None
 
     @property
     def config(self) -> OptimizerConfig:
@@ -116,6 +118,8 @@ class PlanManager:
                                    previous=previous, t_now=t_now if previous_t is None else previous_t, via=via)
         if guess is None:
             return PlanOutcome(None, "already at the target: nothing to plan", time_s=time.perf_counter() - t0)
+        # EGO-Swarm: the other drones' broadcasts at this plan's times (set for every plan)
+        self.optimizer.swarm_plan = None if self.swarm is None else self.swarm.plan_maker(t_now, target)
         opt = self.optimizer.optimize(guess, time_scale)
         if not opt.success:
             return PlanOutcome(None, f"optimisation failed: {opt.message}", opt, time_s=time.perf_counter() - t0)
@@ -143,6 +147,12 @@ class PlanManager:
                     return PlanOutcome(None, f"no observed free space to fly into: the plan {frontier.describe()}",
                                        opt, ref, time.perf_counter() - t0, frontier=frontier, unobserved=traj.base)
                 msg += "; " + frontier.describe()
+        if self.swarm is not None:
+            # EGO-Swarm: the committed trajectory is checked against the others before it is flown
+            hit = self.swarm.collision_time(traj, t_now, traj.duration * c.check_fraction)
+            if hit is not None:
+                return PlanOutcome(None, f"passes {hit[2]:.2f} m from drone {hit[1]} at t = {hit[0]:.2f} s", opt, ref,
+                                   time.perf_counter() - t0, frontier=frontier)
         return PlanOutcome(traj, msg, opt, ref, time.perf_counter() - t0, frontier=frontier)
 
     def _speed_limited(self, spline, start_speed: float):

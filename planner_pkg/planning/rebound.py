@@ -208,6 +208,10 @@ class ReboundOptimizer:
     def __init__(self, grid_map, config: OptimizerConfig = OptimizerConfig()):
         self.map = grid_map
         self.config = config
+        # EGO-Swarm: ``(n, dt, q) -> SwarmPlanContext | None`` for the plan being optimised (set
+        # per plan by the PlanManager; None = single drone). With other drones near, the end
+        # control points are free too (see planning/swarm.py).
+        self.swarm_plan = None
 
     @property
     def max_jerk_mps3(self):
@@ -233,11 +237,16 @@ class ReboundOptimizer:
         pad = r + self.map.res
         problem.set_obstacles(self.map.occupied_points(q.min(axis=0) - pad, q.max(axis=0) + pad), r)
 
+    def _set_swarm(self, problem: CostProblem, q: np.ndarray) -> None:
+        if self.swarm_plan is not None:
+            problem.swarm = self.swarm_plan(problem.n, problem.dt, q)
+
     # -- L-BFGS on the free control points -------------------------------------------------------
     def _minimize(self, q: np.ndarray, problem: CostProblem) -> Tuple[np.ndarray, int, int]:
         """Minimise over Q_3 .. Q_{N-4}; returns (q, iterations, evaluations)."""
         n = q.shape[0]
-        lo, hi = _FIXED, n - _FIXED
+        swarm = problem.swarm
+        lo, hi = _FIXED, (n if swarm is not None and swarm.free_end else n - _FIXED)
         work = q.copy()
         if hi <= lo:
             return work, 0, 0
@@ -340,6 +349,7 @@ class ReboundOptimizer:
             problem = CostProblem(n, spline.dt, c.max_vel_mps, c.max_acc_mps2, weights, *pairs.arrays(),
                                   max_jerk=self.max_jerk_mps3)
             self._set_obstacles(problem, q)
+            self._set_swarm(problem, q)
             q, nit, nfev = self._minimize(q, problem)
             iterations += nit
             evaluations += nfev
@@ -395,6 +405,7 @@ class ReboundOptimizer:
         problem = CostProblem(fitted.control_points.shape[0], dt, c.max_vel_mps, c.max_acc_mps2, c.weights,
                               ref_points=knots, ref_tangents=tangents, max_jerk=self.max_jerk_mps3)
         self._set_obstacles(problem, fitted.control_points)
+        self._set_swarm(problem, fitted.control_points)
         # the fitness term replaces the collision term (no pairs): staying near the collision-free
         # shape keeps it free, which the check below confirms
         q, nit, nfev = self._minimize(fitted.control_points, problem)
