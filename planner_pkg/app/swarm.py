@@ -29,6 +29,11 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from planner_pkg.planning import EGO_MAX_VEL_MPS
+from planner_pkg.sim.mission_judge import GOAL_TOLERANCE_M
+
+#: a swarm mission's default time limit, s (longer than one drone's MISSION_TIMEOUT_S: drones give way)
+SWARM_TIMEOUT_S = 90.0
 from planner_pkg.cli_args import (EXIT_FAILED, EXIT_OK, CliError, check_start_goal, duration_s, goal_tolerance_m,
                                   load_world_file, output_file, positive_float, seed, speed, writable_path,
                                   write_outputs)
@@ -49,11 +54,13 @@ def add_parser(sub) -> None:
     fly.add_argument("--goals", required=True, metavar="G.json", help="JSON list of [x, y, z] goals, m (same order)")
     fly.add_argument("--log-dir", required=True, metavar="DIR", help="folder for drone_<i>.csv (t,x,y,z,vx,vy,vz)")
     fly.add_argument("--summary", required=True, type=output_file, metavar="JSON", help="swarm summary to write")
-    fly.add_argument("--max-vel", type=speed, default=2.0, metavar="V", help="every planner's speed limit, m/s (2)")
-    fly.add_argument("--timeout", type=duration_s, default=90.0, metavar="S", help="sim time limit, s (90)")
+    fly.add_argument("--max-vel", type=speed, default=EGO_MAX_VEL_MPS, metavar="V",
+                     help=f"every planner's speed limit, m/s ({EGO_MAX_VEL_MPS:g})")
+    fly.add_argument("--timeout", type=duration_s, default=SWARM_TIMEOUT_S, metavar="S", help=f"sim time limit, s ({SWARM_TIMEOUT_S:g})")
     fly.add_argument("--seed", type=seed, default=0, help="seed for sensor noise and planners (0)")
     fly.add_argument("--vehicle", choices=("quadrotor", "point_mass"), default="quadrotor")
-    fly.add_argument("--goal-tolerance", type=goal_tolerance_m, default=0.5, metavar="M", help="goal radius, m (0.5)")
+    fly.add_argument("--goal-tolerance", type=goal_tolerance_m, default=GOAL_TOLERANCE_M, metavar="M",
+                     help=f"goal radius, m ({GOAL_TOLERANCE_M:g})")
     fly.add_argument("--time-scale", type=positive_float, default=1.0, metavar="K",
                      help="widen the planners' wall-clock safety nets K times (the sim clock waits for them; 1)")
     fly.add_argument("--plot", type=output_file, metavar="PNG", help="also draw the paths (needs matplotlib)")
@@ -122,7 +129,7 @@ def check_swarm_points(world, starts: np.ndarray, goals: np.ndarray, radius: flo
                            f"vehicle radii ({2 * radius:.2f} m): the drones would start in contact; move them apart")
 
 
-def build_swarm(n: int, max_vel: float = 2.0, seed_value: int = 0, time_scale: float = 1.0, ego_overrides=None):
+def build_swarm(n: int, max_vel: float = EGO_MAX_VEL_MPS, seed_value: int = 0, time_scale: float = 1.0, ego_overrides=None):
     """``(agents, bus)``: n :class:`SwarmAgent` s (EGO planners, seeds ``seed_value + i``) on one
     :class:`LocalBroadcast`. ``ego_overrides``: EgoConfig fields to replace (benchmarks)."""
     from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
@@ -141,8 +148,8 @@ def build_swarm(n: int, max_vel: float = 2.0, seed_value: int = 0, time_scale: f
     return agents, bus
 
 
-def fly_swarm(world, starts, goals, *, max_vel: float = 2.0, timeout_s: float = 90.0, seed_value: int = 0,
-              vehicle: str = "quadrotor", goal_tolerance: float = 0.5, time_scale: float = 1.0,
+def fly_swarm(world, starts, goals, *, max_vel: float = EGO_MAX_VEL_MPS, timeout_s: float = SWARM_TIMEOUT_S, seed_value: int = 0,
+              vehicle: str = "quadrotor", goal_tolerance: float = GOAL_TOLERANCE_M, time_scale: float = 1.0,
               lose_planner: Optional[Dict[int, float]] = None, mute: Optional[Dict[int, float]] = None,
               ego_overrides=None, agents_bus=None):
     """Fly the swarm once; ``(MultiResult, agents, bus)``."""
@@ -166,7 +173,7 @@ def _pct(values, q):
     return float(np.percentile(values, q)) if len(values) else None
 
 
-def swarm_summary(result, agents, bus, world_name: str = "", max_vel: float = 2.0) -> dict:
+def swarm_summary(result, agents, bus, world_name: str = "", max_vel: float = EGO_MAX_VEL_MPS) -> dict:
     """The summary JSON: per drone ``reached`` / ``collided`` (world or drone) and replan times,
     the smallest inter-drone centre distance, the drone-drone collisions, pooled replan times."""
     drones = []
