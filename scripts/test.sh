@@ -7,7 +7,7 @@ PY="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 VENV=.venv-test
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test,ros,oracle]'
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test,ros,oracle,ray]'
 set +e
 "$VENV/bin/python" -m pytest "$@"
 rc=$?
