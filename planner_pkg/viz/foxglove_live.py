@@ -443,10 +443,10 @@ class LiveView:
 
     def _send_path(self) -> None:
         self._path_dirty = False
-        self._path_sent_wall = time.monotonic()
         pts = self._path.points()
         if len(pts) < 2:
-            return
+            return  # nothing drawn: the rate limit does not start, the first real path goes out at once
+        self._path_sent_wall = time.monotonic()
         t = float(self._path.times()[-1])
         m = self._fox
         entity = m.SceneEntity(timestamp=self._ts(t), frame_id=self.config.map_frame, id="flown_path",
