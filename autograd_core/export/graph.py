@@ -113,9 +113,17 @@ class Graph:
     def to_bytes(self):
         return dumps(self.constants, self._metadata())
 
-    def save(self, path):
-        """Write graph + weights as one data-only safetensors file."""
-        write_file(path, self.constants, self._metadata())
+    def save(self, path, extra_metadata=None):
+        """Write graph + weights as one data-only safetensors file. ``extra_metadata``: more
+        ``{str: str}`` entries for the file's metadata (an application's own description of the
+        model); the graph's own keys cannot be replaced."""
+        metadata = self._metadata()
+        for key, value in (extra_metadata or {}).items():
+            if key in metadata or not isinstance(key, str) or not isinstance(value, str):
+                raise ValueError(f"extra metadata must map new str keys to str values; got {key!r}: "
+                                 f"{type(value).__name__} (reserved: {sorted(metadata)})")
+            metadata[key] = value
+        write_file(path, self.constants, metadata)
 
     @classmethod
     def from_json(cls, g, tensors):

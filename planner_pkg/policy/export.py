@@ -56,20 +56,11 @@ def policy_graph(net, cfg: PolicyConfig):
 
 def export_policy(net, cfg: PolicyConfig, path: Union[str, Path]) -> Path:
     """Write ``net`` with its configuration to ``path`` (atomically). Returns the path."""
-    from autograd_core import runtime
-    from autograd_core.runtime import _format  # the graph file writer (safetensors + metadata)
-
     graph = policy_graph(net, cfg)
-    metadata = {
-        "format": runtime.FORMAT_NAME,
-        "format_version": str(runtime.FORMAT_VERSION),
-        "graph": json.dumps(graph.to_json(), separators=(",", ":")),
-        POLICY_METADATA_KEY: json.dumps({"version": POLICY_FORMAT_VERSION, "config": cfg.to_dict()},
-                                        separators=(",", ":")),
-    }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _format.write_file(str(path), graph.constants, metadata)
+    graph.save(str(path), {POLICY_METADATA_KEY: json.dumps(
+        {"version": POLICY_FORMAT_VERSION, "config": cfg.to_dict()}, separators=(",", ":"))})
     return path
 
 

@@ -56,22 +56,15 @@ def _deploy_module(net, normalizer):
 def export_racer(net, normalizer, cfg: RaceConfig, path: Union[str, Path]) -> Path:
     """Write the actor of ``net`` with the observation statistics and ``cfg`` to ``path``."""
     import autograd_core as ag
-    from autograd_core import export, runtime
-    from autograd_core.runtime import _format
+    from autograd_core import export
 
     module = _deploy_module(net, normalizer)
     module.eval()
     graph = export.trace(module, (ag.zeros(1, obs_dim(cfg.env)),))
-    metadata = {
-        "format": runtime.FORMAT_NAME,
-        "format_version": str(runtime.FORMAT_VERSION),
-        "graph": json.dumps(graph.to_json(), separators=(",", ":")),
-        RACER_METADATA_KEY: json.dumps({"version": RACER_FORMAT_VERSION, "config": cfg.to_dict()},
-                                       separators=(",", ":")),
-    }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _format.write_file(str(path), graph.constants, metadata)
+    graph.save(str(path), {RACER_METADATA_KEY: json.dumps(
+        {"version": RACER_FORMAT_VERSION, "config": cfg.to_dict()}, separators=(",", ":"))})
     return path
 
 

@@ -168,3 +168,16 @@ def test_plain_weights_file_is_not_a_graph(tmp_path):
     st.save_file({"w": np.zeros(3, np.float32)}, str(tmp_path / "w.safetensors"))
     with pytest.raises(runtime.FormatError, match="__metadata__"):
         runtime.load(tmp_path / "w.safetensors")
+
+
+def test_save_adds_application_metadata_but_never_replaces_the_graphs_own(good, tmp_path):
+    g, _ = good
+    path = tmp_path / "m.agc"
+    g.save(str(path), {"my_app": '{"version": 1}'})
+    header, _ = _split(path.read_bytes())
+    assert header["__metadata__"]["my_app"] == '{"version": 1}'
+    x = np.random.default_rng(0).standard_normal((1, 1, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(runtime.load(path)(x), g(x), rtol=0, atol=0)
+    for bad in ({"graph": "{}"}, {"format": "x"}, {"my_app": 3}, {1: "x"}):
+        with pytest.raises(ValueError, match="extra metadata"):
+            g.save(str(tmp_path / "bad.agc"), bad)
