@@ -367,7 +367,7 @@ TARGETS = {3.0: (0.97, None), 5.0: (0.90, 4.5), 7.0: (0.80, 6.0), 10.0: (0.60, N
 
 
 def bench_success(model_path, episodes, world_kinds=("forest", "cluttered"), first_world=500):
-    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.export import default_model_path
     from planner_pkg.policy.evaluate import evaluate_policy, format_results
     from planner_pkg.policy.export import load_policy
 
@@ -480,7 +480,7 @@ def _target_distribution(cfg, episodes=4, batch=32):
 
 
 def bench_speed(model_path, cfg_path):
-    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.export import default_model_path
     from planner_pkg.policy.config import load_config
     from planner_pkg.policy.export import load_policy
 
@@ -567,7 +567,7 @@ def _braking_episode(planner, pol, world, start, goal, speed, rows):
 
 def bench_braking(model_path, episodes, speeds=(5.0, 7.0, 10.0), first_world=500):
     """(f): where and why the policy brakes in the forest eval (module docstring)."""
-    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.export import default_model_path
     from planner_pkg.policy.env import eval_world_seed
     from planner_pkg.policy.export import load_policy
     from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig

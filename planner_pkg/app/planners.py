@@ -53,7 +53,7 @@ def _ego(options: PlannerOptions):
 
 
 def _policy(options: PlannerOptions):
-    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.export import default_model_path
     from planner_pkg.policy.export import PolicyModelError
     from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
 

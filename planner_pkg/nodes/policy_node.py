@@ -177,7 +177,7 @@ def camera_mismatch(observation, camera: PolicyCameraConfig) -> Optional[Tuple[s
 
 def load_planner(cfg: PolicyNodeConfig):
     """Load the model named by ``cfg`` and check it against the camera; ParameterConfigError if unusable."""
-    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.export import default_model_path
     from planner_pkg.policy.export import PolicyModelError, load_policy
     from planner_pkg.policy.planner import PolicyPlanner
 

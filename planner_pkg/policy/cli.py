@@ -17,17 +17,9 @@ from pathlib import Path
 
 from planner_pkg.cli_args import nonneg_int as _nonneg_int, positive_int as _positive_int, speed as _speed
 
-__all__ = ["add_parser", "default_model_path"]
+__all__ = ["add_parser"]
 
 #: The model shipped with the package (docs/policy.md says how it was produced and what it scores).
-_SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "policy_default.agm"
-
-
-def default_model_path():
-    """The shipped model file, or None when this installation has none."""
-    return _SHIPPED_MODEL if _SHIPPED_MODEL.is_file() else None
-
-
 def add_parser(subparsers) -> None:
     """Add the ``policy`` command (with ``train`` and ``eval``) to the CLI's subparsers."""
     policy = subparsers.add_parser("policy", help="train and evaluate the learned depth policy")
@@ -130,7 +122,7 @@ def _cmd_export(args) -> int:
 
 def _cmd_eval(args) -> int:
     from planner_pkg.policy.evaluate import evaluate_policy, format_results, plot_results
-    from planner_pkg.policy.export import PolicyModelError, load_policy
+    from planner_pkg.policy.export import PolicyModelError, default_model_path, load_policy
 
     path = args.model or default_model_path()
     if path is None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from planner_pkg.policy.config import ConfigError, PolicyConfig, STATE_DIM, config_from_dict
 
-__all__ = ["POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy",
+__all__ = ["default_model_path", "POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy",
            "load_policy", "policy_graph", "load_weights_from_model"]
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,12 @@ logger = logging.getLogger(__name__)
 POLICY_METADATA_KEY = "planner_pkg.policy"
 POLICY_FORMAT_VERSION = 1
 _MAX_HEADER_BYTES = 64 << 20
+_SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "policy_default.agm"
+
+
+def default_model_path():
+    """The shipped model file, or None when this installation has none."""
+    return _SHIPPED_MODEL if _SHIPPED_MODEL.is_file() else None
 
 
 class PolicyModelError(ValueError):

@@ -26,7 +26,7 @@ from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.params import ParameterConfigError, build_config, flatten_yaml_block, param_specs
 from planner_pkg.nodes.policy_node import PolicyCameraConfig, PolicyNode, PolicyNodeConfig, camera_mismatch
-from planner_pkg.policy.cli import default_model_path
+from planner_pkg.policy.export import default_model_path
 from planner_pkg.policy.config import ObservationConfig
 from planner_pkg.sim.params import QuadrotorParams
 from planner_pkg.types import VehicleState

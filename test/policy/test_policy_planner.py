@@ -113,7 +113,7 @@ def test_closed_loop_episode_in_the_simulator(model_path):
 
 
 def test_shipped_model_loads_and_is_the_default():
-    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.export import default_model_path
 
     path = default_model_path()
     assert path is not None, "the package must ship planner_pkg/policy/models/policy_default.agm"

@@ -133,7 +133,7 @@ def test_training_is_deterministic_given_the_seed_and_the_export_matches_the_num
     (tmp_path / "x.agm").write_bytes(b"\x00" * 20)
     with pytest.raises(RacerModelError):
         load_racer(tmp_path / "x.agm")
-    from planner_pkg.policy.cli import default_model_path
+    from planner_pkg.policy.export import default_model_path
     if default_model_path() is not None:
         with pytest.raises(RacerModelError, match="not a racing model"):
             load_racer(default_model_path())
