@@ -71,6 +71,7 @@ from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
+from planner_pkg.policy.planner import PolicyPlannerConfig
 from planner_pkg.types import Setpoint, VehicleState
 
 NODE_NAME = "policy"
@@ -90,13 +91,16 @@ class PolicyCameraConfig(Config, prefix="camera."):
                                    "description": "camera pitch, deg, positive = down; within the model's range"})
 
 
+_PD = PolicyPlannerConfig  # the ROS-free planner's defaults are the node's (each written once)
+
+
 @dataclass(frozen=True)
 class PolicyNodeConfig(Config, prefix=""):
     """Parameters of the ``policy`` node."""
 
     model_path: str = field(default="", metadata={"read_only": True, "description":
                             "policy model file (.agm, 'policy train' output); empty = the shipped model"})
-    rate_hz: float = field(default=15.0, metadata={"range": (1.0, 100.0), "description":
+    rate_hz: float = field(default=_PD.rate_hz, metadata={"range": (1.0, 100.0), "description":
                            "network updates per second on the ROS clock (the model is trained at 15 Hz)"})
     setpoint_rate_hz: float = field(default=50.0, metadata={"range": (1.0, 500.0), "description":
                                     "setpoint publishing rate, Hz (>= rate_hz; re-sends the last command)"})
@@ -108,17 +112,18 @@ class PolicyNodeConfig(Config, prefix=""):
                                  "accelerate further along the velocity"})
     margin_m: Optional[float] = field(default=None, metadata={"range": (0.0, 5.0), "description":
                                       "safety margin fed to the network, m; none = the middle of its training range"})
-    max_accel_mps2: float = field(default=10.0, metadata={"range": (0.5, 20.0), "description":
+    max_accel_mps2: float = field(default=_PD.max_accel_mps2, metadata={"range": (0.5, 20.0), "description":
                                   "clamp on the commanded acceleration's norm, m/s^2"})
-    max_tilt_deg: float = field(default=40.0, metadata={"range": (5.0, 60.0), "description":
+    max_tilt_deg: float = field(default=_PD.max_tilt_deg, metadata={"range": (5.0, 60.0), "description":
                                 "clamp on the thrust tilt the command implies, deg"})
-    max_descent_accel_mps2: float = field(default=5.0, metadata={"range": (0.5, 9.0), "description":
+    max_descent_accel_mps2: float = field(default=_PD.max_descent_accel_mps2, metadata={"range": (0.5, 9.0),
+                                                                                        "description":
                                           "clamp on the downward acceleration, m/s^2"})
     odom_timeout_s: float = field(default=0.25, metadata={"range": (0.01, 10.0), "description":
                                   "hold when no good odometry arrived for this long, s (ROS clock)"})
-    depth_timeout_s: float = field(default=0.25, metadata={"range": (0.01, 10.0), "description":
+    depth_timeout_s: float = field(default=_PD.stale_after_s, metadata={"range": (0.01, 10.0), "description":
                                    "hold when the newest usable depth image is older than this vs the odometry, s"})
-    goal_tolerance_m: float = field(default=1.0, metadata={"range": (0.05, 10.0), "description":
+    goal_tolerance_m: float = field(default=_PD.arrive_radius_m, metadata={"range": (0.05, 10.0), "description":
                                     "within this distance the node holds a position setpoint at the goal, m"})
     geofence_min_m: Tuple[float, float, float] = field(default=(-1000.0, -1000.0, 0.0), metadata={
         "description": "lower corner of the allowed goal volume, m (map frame)"})
@@ -146,9 +151,8 @@ class PolicyNodeConfig(Config, prefix=""):
 
 
 def planner_config(cfg: PolicyNodeConfig):
-    """The node's parameters as :class:`PolicyPlannerConfig` (the ROS-free planner's options)."""
-    from planner_pkg.policy.planner import PolicyPlannerConfig
-
+    """The node's parameters as :class:`PolicyPlannerConfig` (the ROS-free planner's options; the
+    node's defaults are the planner's, read from it)."""
     return PolicyPlannerConfig(
         rate_hz=cfg.rate_hz, speed_mps=cfg.target_speed_mps, margin_m=cfg.margin_m, max_speed_mps=cfg.max_speed_mps,
         max_accel_mps2=cfg.max_accel_mps2, max_tilt_deg=cfg.max_tilt_deg,
