@@ -72,23 +72,10 @@ from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 from planner_pkg.policy.planner import PolicyPlannerConfig
+from planner_pkg.sim.params import CameraParams
 from planner_pkg.types import Setpoint, VehicleState
 
 NODE_NAME = "policy"
-
-
-@dataclass(frozen=True)
-class PolicyCameraConfig(Config, prefix="camera."):
-    """The depth camera behind ``depth/image`` (checked against the model at startup)."""
-
-    width_px: int = field(default=64, metadata={"range": (1, 8192), "read_only": True, "description":
-                          "image width, px: the same integer multiple of the network input width as height_px"})
-    height_px: int = field(default=48, metadata={"range": (1, 8192), "read_only": True, "description":
-                           "image height, px: the same integer multiple of the network input height as width_px"})
-    hfov_deg: float = field(default=90.0, metadata={"range": (10.0, 170.0), "read_only": True, "description":
-                            "horizontal field of view, deg; must lie in the model's training range (~90)"})
-    mount_pitch_deg: float = field(default=0.0, metadata={"range": (-90.0, 90.0), "read_only": True,
-                                   "description": "camera pitch, deg, positive = down; within the model's range"})
 
 
 _PD = PolicyPlannerConfig  # the ROS-free planner's defaults are the node's (each written once)
@@ -137,7 +124,7 @@ class PolicyNodeConfig(Config, prefix=""):
     lockstep_report: bool = field(default=True, metadata={"read_only": True, "description":
                                   "under use_sim_time: be a lockstep participant (each tick waits for the inputs "
                                   "of its instant and reports the next one, so a lockstep simulator waits for it)"})
-    camera: PolicyCameraConfig = field(default_factory=PolicyCameraConfig)
+    camera: CameraParams = field(default_factory=CameraParams)
 
     def _check(self):
         if self.setpoint_rate_hz < self.rate_hz:
@@ -160,7 +147,7 @@ def planner_config(cfg: PolicyNodeConfig):
         arrive_radius_m=cfg.goal_tolerance_m)
 
 
-def camera_mismatch(observation, camera: PolicyCameraConfig) -> Optional[Tuple[str, str]]:
+def camera_mismatch(observation, camera: CameraParams) -> Optional[Tuple[str, str]]:
     """(parameter, reason) when the camera cannot feed a model with ``observation``
     (:class:`~planner_pkg.policy.config.ObservationConfig`), else None."""
     rows, cols = observation.image_hw

@@ -144,14 +144,20 @@ class CameraParams(Config):
     Default range 0.2..10 m is a RealSense D435-class envelope.
     """
 
-    width_px: int = setting(64, range=(1, math.inf))
-    height_px: int = setting(48, range=(1, math.inf))
-    hfov_deg: float = setting(90.0, range=(0.0, 180.0), low_open=True, high_open=True)
-    min_range_m: float = non_negative(0.2)
-    max_range_m: float = positive(10.0)
-    mount_pitch_deg: float = 0.0
-    offset_m: Tuple[float, float, float] = (0.0, 0.0, 0.0)
-    noise_std_m: float = non_negative(0.0)
+    # One camera model for the simulator, the planner node and the policy node (read-only as ROS
+    # parameters: a camera does not change in flight, and the nodes build their projection once).
+    width_px: int = setting(64, range=(1, math.inf), read_only=True, description="image width, px")
+    height_px: int = setting(48, range=(1, math.inf), read_only=True, description="image height, px")
+    hfov_deg: float = setting(90.0, range=(0.0, 180.0), low_open=True, high_open=True, read_only=True,
+                              description="horizontal field of view, deg (square pixels)")
+    min_range_m: float = non_negative(0.2, read_only=True, description="nearest valid depth, m")
+    max_range_m: float = positive(10.0, read_only=True, description="farthest valid depth, m (beyond: no return)")
+    mount_pitch_deg: float = setting(0.0, range=(-90.0, 90.0), read_only=True,
+                                     description="camera pitch about body +y, deg, positive = down")
+    offset_m: Tuple[float, float, float] = setting((0.0, 0.0, 0.0), read_only=True,
+                                                   description="optical centre in the body frame (FLU), m")
+    noise_std_m: float = non_negative(0.0, read_only=True,
+                                      description="simulated depth noise (Gaussian), m; the nodes ignore it")
 
     def _check(self):
         if self.min_range_m >= self.max_range_m:

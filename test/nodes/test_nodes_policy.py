@@ -25,7 +25,8 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.params import ParameterConfigError, build_config, flatten_yaml_block, param_specs
-from planner_pkg.nodes.policy_node import PolicyCameraConfig, PolicyNode, PolicyNodeConfig, camera_mismatch
+from planner_pkg.nodes.policy_node import PolicyNode, PolicyNodeConfig, camera_mismatch
+from planner_pkg.sim.params import CameraParams
 from planner_pkg.policy.export import default_model_path
 from planner_pkg.policy.config import ObservationConfig
 from planner_pkg.sim.params import QuadrotorParams
@@ -247,8 +248,8 @@ def test_refuses_a_mismatched_model_or_camera_at_startup(ros, tmp_path):
         PolicyNode(context=ros.context, parameter_overrides=[Parameter("camera.hfov_deg", value=120.0)])
     # a consistent model whose input does not fit the camera: the plain check says why
     obs = ObservationConfig(image_hw=(10, 16))
-    assert camera_mismatch(obs, PolicyCameraConfig())[0] == "camera.width_px"
-    assert camera_mismatch(ObservationConfig(), PolicyCameraConfig(width_px=128, height_px=96)) is None
+    assert camera_mismatch(obs, CameraParams())[0] == "camera.width_px"
+    assert camera_mismatch(ObservationConfig(), CameraParams(width_px=128, height_px=96)) is None
     # the executable exits with code 2 (the bringup then stops instead of restarting it)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.run([sys.executable, "-m", "planner_pkg.nodes.policy_node", "--ros-args",
