@@ -15,7 +15,7 @@ own folder (installed next to it in share/planner_pkg/launch), as that folder is
 """
 import inspect
 
-from planner_pkg.nodes.bringup import EXIT_CONFIG, MAX_RESTARTS, NodeSpec
+from planner_pkg.nodes.supervisor import EXIT_CONFIG, MAX_RESTARTS, NodeSpec
 
 
 def launch_has_max_retries() -> bool:

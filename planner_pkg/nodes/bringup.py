@@ -13,12 +13,13 @@ blocks, only our nodes, only parameters they declare, values of the right type t
 accept), the world, the start and goal (inside the bounds, free, not already within the goal
 tolerance), the namespace and every output path. A problem exits 2 with one line naming it.
 
-Supervision: a node that exits while the graph runs is reported; one that crashed is restarted
-after its ``respawn_delay_s`` when its spec says ``respawn`` (at most ``MAX_RESTARTS`` times); one
-that is not restarted (the simulator, the recorder, or a node out of restarts) stops the graph
-with exit code 1; one that refused its configuration (exit code 2) is not restarted and the whole
-graph stops with exit code 2. Ctrl-C / SIGTERM stop every node: SIGINT first (rclpy shuts down
-cleanly), SIGTERM after ``--stop-timeout``, then SIGKILL. Children also get SIGTERM from the
+Supervision (``planner_pkg/nodes/supervisor.py``): a node that exits while the graph runs is
+reported; one that crashed is restarted after its ``respawn_delay_s`` when its spec says
+``respawn`` (at most ``MAX_RESTARTS`` times); one that is not restarted (the simulator, the
+recorder, or a node out of restarts) stops the graph with exit code 1; one that refused its
+configuration (exit code 2) is not restarted and the whole graph stops with exit code 2. Ctrl-C /
+SIGTERM stop every node: SIGINT first (rclpy shuts down cleanly), SIGTERM after
+``--stop-timeout``, then SIGKILL. Children also get SIGTERM from the
 kernel if the bringup itself dies (``PR_SET_PDEATHSIG``), so none is ever orphaned.
 
 With ``--goal x,y,z`` the bringup also flies a mission over DDS (``planner_pkg/nodes/mission.py``):
@@ -41,40 +42,19 @@ import argparse
 import importlib.util
 import json
 import os
-import select
 import signal
-import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from planner_pkg.nodes.run import READY_FD_ENV
+from planner_pkg.nodes.supervisor import (EXIT_CONFIG, EXIT_FAILED, EXIT_OK, EXIT_USAGE, MAX_RESTARTS,  # noqa: F401
+                                          NodeSpec, Supervisor)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EXIT_CONFIG = 2  # a node refused its parameters (planner_pkg.nodes.common.EXIT_CONFIG)
-MAX_RESTARTS = 5
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class NodeSpec:
-    """One node of the graph, as the launch files declare it.
-
-    name: ROS node name; module: ``python -m`` module; executable: console script (launch files);
-    respawn / respawn_delay_s: restart after a crash, and how long after.
-    """
-
-    name: str
-    module: str
-    executable: str
-    respawn: bool = True
-    respawn_delay_s: float = 1.0
-
 
 SIM_BRIDGE = NodeSpec("sim_bridge", "planner_pkg.nodes.sim_bridge", "sim_bridge", respawn=False)
 PLANNER = NodeSpec("planner", "planner_pkg.nodes.planner_node", "planner_node")
@@ -194,123 +174,6 @@ def node_command(profile: str, spec: NodeSpec, args) -> List[str]:
     cmd += node_overrides(profile, spec, args)
     cmd += ["--log-level", args.log_level]
     return cmd
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-class Supervisor:
-    """Starts, watches, restarts and stops the node processes."""
-
-    def __init__(self, commands: Dict[str, List[str]], specs: Dict[str, NodeSpec], env: dict,
-                 stop_timeout_s: float = 5.0, log=print):
-        self.commands, self.specs, self.env = commands, specs, env
-        self.stop_timeout_s = stop_timeout_s
-        self.log = log
-        self.procs: Dict[str, subprocess.Popen] = {}
-        self.restarts: Dict[str, int] = {name: 0 for name in commands}
-        self._restart_at: Dict[str, float] = {}
-        self.failed: Optional[int] = None  # exit code the whole bringup should end with
-        self._ready_pipes: Dict[str, int] = {}  # read end of each child's "SIGINT handler installed" pipe
-
-    def start(self, name: str) -> None:
-        self._close_ready_pipe(name)
-        read_fd, write_fd = os.pipe()
-        env = dict(os.environ if self.env is None else self.env, **{READY_FD_ENV: str(write_fd)})
-        try:
-            self.procs[name] = subprocess.Popen(self.commands[name], env=env, start_new_session=True,
-                                                pass_fds=(write_fd,),
-                                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-        except BaseException:
-            os.close(read_fd)
-            raise
-        finally:
-            os.close(write_fd)
-        self._ready_pipes[name] = read_fd
-        self.log(f"[bringup] started {name} (pid {self.procs[name].pid})")
-
-    def _close_ready_pipe(self, name: str) -> None:
-        fd = self._ready_pipes.pop(name, None)
-        if fd is not None:
-            os.close(fd)
-
-    def _wait_until_interruptible(self, names: List[str], timeout_s: float) -> None:
-        """Wait (at most ``timeout_s``) until each child started through ``nodes.run`` has its SIGINT
-        handler in place: a SIGINT during the interpreter's own start-up would end it with a
-        traceback. A child that announces nothing (not a ``nodes.run`` command) or has exited
-        closes its end of the pipe, which ends the wait for it too."""
-        pending = {self._ready_pipes[n]: n for n in names if n in self._ready_pipes}
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.log(f"[bringup] {', '.join(sorted(pending.values()))}: not yet interruptible after "
-                         f"{timeout_s:g} s; interrupting anyway")
-                return
-            readable, _, _ = select.select(list(pending), [], [], min(left, 0.5))
-            for fd in readable:
-                self._close_ready_pipe(pending.pop(fd))  # the byte (handler in place) or EOF (exited)
-
-    def start_all(self) -> None:
-        for name in self.commands:
-            self.start(name)
-
-    def poll(self) -> None:
-        """Check the children once: report exits, schedule and perform restarts."""
-        now = time.monotonic()
-        for name, proc in list(self.procs.items()):
-            code = proc.poll()
-            if code is None or name in self._restart_at:
-                continue
-            spec = self.specs[name]
-            if code == EXIT_CONFIG:
-                self.log(f"[bringup] {name} refused its configuration (exit {code}); fix the parameters. Stopping.")
-                self.failed = EXIT_CONFIG
-                continue
-            what = f"signal {-code}" if code < 0 else f"exit code {code}"
-            if spec.respawn and self.restarts[name] < MAX_RESTARTS:
-                self.log(f"[bringup] {name} died ({what}); restarting in {spec.respawn_delay_s:g} s "
-                         f"({self.restarts[name] + 1}/{MAX_RESTARTS})")
-                self._restart_at[name] = now + spec.respawn_delay_s
-            else:
-                self.log(f"[bringup] {name} ended ({what}); not restarting. Stopping.")
-                del self.procs[name]
-                self.failed = EXIT_FAILED  # the graph lost a node for good (the simulator, say): a failed run
-        for name, when in list(self._restart_at.items()):
-            if now >= when:
-                del self._restart_at[name]
-                self.restarts[name] += 1
-                self.start(name)
-
-    def alive(self) -> List[str]:
-        return [n for n, p in self.procs.items() if p.poll() is None]
-
-    def stop(self) -> None:
-        """SIGINT (once each child can take it), then SIGTERM, then SIGKILL; waits for every child."""
-        self._wait_until_interruptible([n for n, p in self.procs.items() if p.poll() is None], self.stop_timeout_s)
-        for sig, grace in ((signal.SIGINT, self.stop_timeout_s), (signal.SIGTERM, 2.0), (signal.SIGKILL, 2.0)):
-            running = [p for p in self.procs.values() if p.poll() is None]
-            if not running:
-                break
-            for p in running:
-                try:
-                    os.killpg(p.pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and any(p.poll() is None for p in running):
-                time.sleep(0.05)
-        for name, p in self.procs.items():
-            if p.poll() is None:  # pragma: no cover - SIGKILL cannot be refused
-                p.wait()
-            self._close_ready_pipe(name)
-            self.log(f"[bringup] {name} stopped (exit {p.returncode})")
 
 
 # ---------------------------------------------------------------------------------------------

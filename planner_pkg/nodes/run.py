@@ -11,7 +11,7 @@ Before this module runs, the interpreter itself starts (site-packages, the ``-m`
 imports: 0.4 s and more on a loaded machine), with Python's own SIGINT handling, which a SIGINT
 ends with a ``KeyboardInterrupt`` traceback. A supervisor closes that window: it passes the write
 end of a pipe as ``PLANNER_PKG_READY_FD`` and sends its SIGINT only after the byte written here,
-once the handler is in place, has arrived (``bringup.Supervisor``).
+once the handler is in place, has arrived (``nodes/supervisor.py``).
 """
 from __future__ import annotations
 

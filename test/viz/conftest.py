@@ -1,7 +1,6 @@
 """test/viz: the live view. The ROS tests here use real rclpy over real DDS on loopback, each in a
-fresh random ROS_DOMAIN_ID (as test/nodes/conftest.py does); without rclpy they are skipped."""
+ROS_DOMAIN_ID of its own (claimed as in test/nodes/conftest.py); without rclpy they are skipped."""
 import os
-import random
 import sys
 
 import pytest
@@ -13,5 +12,5 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 
 @pytest.fixture(autouse=True)
-def fresh_domain_id(monkeypatch):
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 200)))
+def fresh_domain_id(ros_domain_id):
+    return ros_domain_id
