@@ -143,24 +143,18 @@ def _scaled(rec, y, alpha, d):
     return name
 
 
-@rule(A + "add", emits={"add", "mul"})
-def _add(rec, v, out):
-    x, y, alpha = v[0], v[1], v[2]
-    d = dt(out)
-    if not rec.is_tensor(y) and alpha != 1:
-        y, alpha = y * alpha, 1
-    rec.emit("add", [rec.operand(x, d), _scaled(rec, y, alpha, d)], {}, [out])
+def _additive(gop):
+    def lower(rec, v, out):
+        x, y, alpha = v[0], v[1], v[2]
+        d = dt(out)
+        if not rec.is_tensor(y) and alpha != 1:
+            y, alpha = y * alpha, 1
+        rec.emit(gop, [rec.operand(x, d), _scaled(rec, y, alpha, d)], {}, [out])
+    return lower
 
 
-@rule(A + "sub", emits={"sub", "mul"})
-def _sub(rec, v, out):
-    x, y, alpha = v[0], v[1], v[2]
-    d = dt(out)
-    if not rec.is_tensor(y) and alpha != 1:
-        y, alpha = y * alpha, 1
-    rec.emit("sub", [rec.operand(x, d), _scaled(rec, y, alpha, d)], {}, [out])
-
-
+rule(A + "add", emits={"add", "mul"})(_additive("add"))
+rule(A + "sub", emits={"sub", "mul"})(_additive("sub"))
 rule(A + "rsub", emits={"sub"})(_binary("sub", swap=True))
 rule(A + "mul", emits={"mul"})(_binary("mul"))  # ag.multiply is the same function
 rule(A + "rdiv", emits={"div"})(_binary("div", swap=True))

@@ -165,23 +165,20 @@ def _repeat(rec, v, out):
     rec.emit("tile", [rec.v(x)], {"repeats": [int(s) for s in sizes]}, [out])
 
 
-@rule(S + "cat", emits={"concat"})
-def _cat(rec, v, out):
-    tensors, dim = v[0], v[1]
-    if len(v) > 2 and v[2] is not None:
-        raise TraceError("cat(out=...) is not supported by autograd_core.export")
-    d = dt(out)
-    ts = [t for t in tensors if not (t._data.ndim == 1 and t._data.size == 0)]  # torch skips empty 1-D
-    rec.emit("concat", [rec.operand(t, d) for t in ts], {"axis": int(dim) % out._data.ndim}, [out])
+def _join(fname, gop, skip_empty_1d):
+    def lower(rec, v, out):
+        tensors, dim = v[0], v[1]
+        if len(v) > 2 and v[2] is not None:
+            raise TraceError(f"{fname}(out=...) is not supported by autograd_core.export")
+        d = dt(out)
+        if skip_empty_1d:  # torch's cat skips empty 1-D tensors
+            tensors = [t for t in tensors if not (t._data.ndim == 1 and t._data.size == 0)]
+        rec.emit(gop, [rec.operand(t, d) for t in tensors], {"axis": int(dim) % out._data.ndim}, [out])
+    return lower
 
 
-@rule(S + "stack", emits={"stack"})
-def _stack(rec, v, out):
-    tensors, dim = v[0], v[1]
-    if len(v) > 2 and v[2] is not None:
-        raise TraceError("stack(out=...) is not supported by autograd_core.export")
-    d = dt(out)
-    rec.emit("stack", [rec.operand(t, d) for t in tensors], {"axis": int(dim) % out._data.ndim}, [out])
+rule(S + "cat", emits={"concat"})(_join("cat", "concat", True))
+rule(S + "stack", emits={"stack"})(_join("stack", "stack", False))
 
 
 @rule(S + "hstack", emits={"concat"})
