@@ -10,7 +10,8 @@
 `trace` → `Graph` (see `graph.py` for the IR and file format); `autograd_core.runtime` runs it.
 """
 from .graph import Graph, Node, graph_from_bytes, load_graph
-from .trace import TraceError, supported_ops, trace
+from ._errors import TraceError
+from .trace import supported_ops, trace
 from .onnx import to_onnx
 
 __all__ = ["trace", "Graph", "Node", "TraceError", "load_graph", "graph_from_bytes", "to_onnx", "supported_ops"]

@@ -1,7 +1,9 @@
 """`autograd_core.nn`: modules, parameters, losses, init and functional ops with torch's names.
 
 One file per family: linear, activation, loss, conv, pooling, normalization, dropout, rnn; the
-fused NumPy kernels behind them are in `_functional_loss.py` and `_functional_cnn.py`.
+fused NumPy kernels behind them are in `_functional_loss.py` and in `_functional_conv.py`,
+`_functional_pooling.py`, `_functional_normalization.py`, `_functional_dropout.py` and
+`_functional_rnn.py` (gathered under one name by `_functional_cnn.py`).
 """
 from . import functional, init, utils  # noqa: F401
 from .parameter import Buffer, Parameter  # noqa: F401

@@ -155,7 +155,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     to attend to give zeros.
     """
     from ..ops import pointwise as _pw
-    from ._functional_cnn import dropout
+    from ._functional_dropout import dropout
     L, E = query.shape[-2], query.shape[-1]
     S = key.shape[-2]
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
@@ -214,7 +214,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     `average_attn_weights=False`.
     """
     from ..ops import reduction as _red
-    from ._functional_cnn import dropout
+    from ._functional_dropout import dropout
     from .functional import linear
     if static_k is not None or static_v is not None:
         raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not supported by "

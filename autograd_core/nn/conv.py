@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ..tensor import _wrap
-from . import _functional_cnn as _FC
+from . import _functional_conv as _FC
 from . import init
 from .linear import _factory_dtype
 from .module import Module

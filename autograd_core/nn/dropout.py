@@ -1,6 +1,6 @@
 """`Dropout` (and channel-wise `Dropout1d`, `Dropout2d`): inverted dropout in training mode,
 identity in eval mode; masks come from the global seeded generator (autograd_core.manual_seed)."""
-from . import _functional_cnn as _FC
+from . import _functional_dropout as _FC
 from .module import Module
 
 __all__ = ["Dropout", "Dropout1d", "Dropout2d"]

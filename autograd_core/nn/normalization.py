@@ -8,7 +8,7 @@ momentum is None), with the unbiased batch variance, exactly as torch.
 import numpy as np
 
 from ..tensor import _wrap
-from . import _functional_cnn as _FC
+from . import _functional_normalization as _FC
 from . import init
 from .linear import _factory_dtype
 from .module import Module

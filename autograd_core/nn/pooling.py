@@ -1,5 +1,5 @@
 """Pooling modules: `MaxPool2d`, `AvgPool2d`, `AdaptiveAvgPool2d` (and the 1-d forms), torch's API."""
-from . import _functional_cnn as _FC
+from . import _functional_pooling as _FC
 from .module import Module
 
 

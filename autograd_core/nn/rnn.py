@@ -13,7 +13,8 @@ import numpy as np
 
 from ..ops.shape import cat, squeeze, stack, transpose, unsqueeze
 from ..tensor import _wrap
-from . import _functional_cnn as _FC
+from . import _functional_rnn as _FC
+from ._functional_dropout import dropout as _dropout
 from . import init
 from .linear import _factory_dtype
 from .module import Module
@@ -252,7 +253,7 @@ class RNNBase(Module):
                     f.append(h)
             x = outs[0] if D == 1 else cat(outs, 2)
             if self.dropout and self.training and layer < self.num_layers - 1:
-                x = _FC.dropout(x, self.dropout, True)
+                x = _dropout(x, self.dropout, True)
         return x, finals
 
 
