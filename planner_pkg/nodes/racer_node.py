@@ -102,11 +102,12 @@ def load_racer_and_track(cfg: RacerNodeConfig):
     return racer, track
 
 
-def race_world(track_file: str, model_path: str = "") -> tuple:
+def race_world(track_file: str, model_path: str = "", folder: Optional[str] = None) -> tuple:
     """(world file, start (3,) m, start heading rad) for a simulator flying ``track_file``: the
     track's gate frames (``racing.pilot.track_world``, sized by the model's environment) written
-    to a temporary YAML world file (removed when this process exits), and the environment's
-    evaluation start. ParameterConfigError (a ValueError naming the parameter) if unusable."""
+    as a YAML world file into ``folder`` (None: a temporary folder removed when this process
+    exits), and the environment's evaluation start. ParameterConfigError (a ValueError naming the
+    parameter) if unusable."""
     import atexit
     import shutil
     import tempfile
@@ -116,8 +117,9 @@ def race_world(track_file: str, model_path: str = "") -> tuple:
     from planner_pkg.racing.pilot import start_pose, track_world
 
     racer, track = load_racer_and_track(RacerNodeConfig(model_path=model_path, track_file=track_file))
-    folder = tempfile.mkdtemp(prefix="planner_pkg_race_")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    if folder is None:
+        folder = tempfile.mkdtemp(prefix="planner_pkg_race_")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = Path(folder) / (Path(track_file).stem + "_world.yaml")
     path.write_text(f"# gate frames of {track_file} (planner_pkg.racing.pilot.track_world)\n"
                     + yaml.safe_dump(track_world(track, racer.config.env), sort_keys=False))
