@@ -472,9 +472,10 @@ def _prepare(args) -> Optional[str]:
 def _prepare_race(args, blocks) -> Optional[str]:
     """``--planner racer --track FILE``: the simulator's world (the track's gate frames), start and
     heading from the track and the racer's model (docs/racing.md)."""
-    if args.planner != "racer" or args.profile != "sim":
-        return "--track is for --planner racer in the sim profile" if args.track else \
-            "--planner racer runs in the sim profile (the embedded simulator's body-rate input)"
+    if args.planner != "racer":
+        return "--track is for --planner racer (sim profile)"
+    if args.profile != "sim":
+        return "--planner racer runs in the sim profile (the embedded simulator's body-rate input)"
     if not args.track:
         return "--planner racer needs --track FILE (a gate track, e.g. config/race/track_example.yaml)"
     if args.world or args.goal is not None:

@@ -244,3 +244,43 @@ def test_bringup_sim_racer_flies_the_example_track_in_lockstep_like_race_fly(ros
             assert ours == pytest.approx(theirs, rel=0.12)
     finally:
         kill_leftovers(proc, log)
+
+
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, match", [
+    (["sim", "--planner", "racer"], "needs --track FILE"),
+    (["sim", "--track", str(TRACK)], "--track is for --planner racer (sim profile)"),
+    (["hardware", "--planner", "racer", "--track", str(TRACK)], "runs in the sim profile"),
+    (["sim", "--planner", "racer", "--track", str(TRACK), "--world", "forest_small.yaml"], "--world is not used"),
+    (["sim", "--planner", "racer", "--track", str(TRACK), "--goal", "1,1,1"], "--goal is not used"),
+    (["sim", "--planner", "racer", "--track", "/nonexistent.yaml"], "'/nonexistent.yaml' does not exist"),
+])
+def test_bringup_racer_refuses_what_it_cannot_fly(argv, match):
+    from planner_pkg.nodes import bringup
+
+    args = bringup.build_parser().parse_args(argv)
+    error = bringup._prepare(args)
+    assert error is not None and match in error, error
+
+
+def test_bringup_racer_starts_the_simulator_on_the_tracks_gates_and_the_racer():
+    from planner_pkg.nodes import bringup
+    from planner_pkg.racing.pilot import start_pose
+    from planner_pkg.racing.track import load_track
+    from planner_pkg.world import load_world
+
+    args = bringup.build_parser().parse_args(["sim", "--planner", "racer", "--track", str(TRACK)])
+    assert bringup._prepare(args) is None
+    assert [s.name for s in args.specs] == ["sim_bridge", "racer"]
+
+    def overrides(spec):
+        raw = bringup.node_overrides("sim", spec, args)
+        return {k: yaml.safe_load(v) for k, _, v in (raw[i].partition(":=") for i in range(1, len(raw), 2))}
+
+    sim, racer = overrides(bringup.SIM_BRIDGE), overrides(bringup.RACER)
+    track = load_track(TRACK)
+    start, yaw = start_pose(track)
+    assert sim["lockstep_participants"] == ["racer"] and sim["use_sim_time"] is True
+    assert np.allclose(sim["start_m"], start) and sim["start_yaw_rad"] == pytest.approx(yaw)
+    assert len(load_world(sim["world_file"]).obstacles) == 4 * len(track)
+    assert racer["track_file"] == str(TRACK.resolve()) and racer["use_sim_time"] is True
