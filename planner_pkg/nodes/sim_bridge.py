@@ -75,6 +75,7 @@ from planner_pkg.nodes.sim_stepper import EmbeddedSim
 from planner_pkg.sim.camera import DepthCamera, depth_to_world_points
 from planner_pkg.sim.lockstep import NONE_NS, LockstepBarrier, StepManifest, seconds_to_ns
 from planner_pkg.sim.params import CameraParams
+from planner_pkg.sim.rate_control import RATE_COMMAND_TIMEOUT_S
 from planner_pkg.types import Setpoint, VehicleState
 
 NODE_NAME = "sim_bridge"
@@ -149,7 +150,7 @@ class SimBridgeConfig(Config, prefix=""):
     publish_cloud: bool = field(default=True, metadata={"description": "publish cloud"})
     setpoint_timeout_s: float = field(default=0.5, metadata={"range": (0.01, 60.0), "description":
                                       "hold position when no setpoint came for this long (sim time), s"})
-    rate_command_timeout_s: float = field(default=0.1, metadata={"range": (0.01, 10.0), "description":
+    rate_command_timeout_s: float = field(default=RATE_COMMAND_TIMEOUT_S, metadata={"range": (0.01, 10.0), "description":
                                           "brake to a position hold when no body-rate command came for this long "
                                           "(sim time) while flying body rates, s"})
     setpoint_extrapolation_s: float = field(default=0.05, metadata={"range": (0.0, 1.0), "read_only": True,

@@ -34,7 +34,7 @@ import numpy as np
 from planner_pkg.sim.camera import DepthCamera
 from planner_pkg.sim.collision import CollisionMonitor
 from planner_pkg.sim.params import CameraParams
-from planner_pkg.sim.rate_control import BodyRateCommand, BodyRateController
+from planner_pkg.sim.rate_control import RATE_COMMAND_TIMEOUT_S, BodyRateCommand, BodyRateController
 from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
 
@@ -77,7 +77,7 @@ class EmbeddedSim:
                  dynamics_rate_hz: float = 500.0, control_rate_hz: float = 250.0, camera_rate_hz: float = 30.0,
                  odom_rate_hz: float = 100.0, camera: CameraParams = CameraParams(), with_points: bool = True,
                  setpoint_timeout_s: float = 0.5, seed: int = 0, setpoint_extrapolation_s: float = 0.0,
-                 rate_command_timeout_s: float = 0.1):
+                 rate_command_timeout_s: float = RATE_COMMAND_TIMEOUT_S):
         start = np.asarray(start, dtype=np.float64)
         if start.shape != (3,) or not np.isfinite(start).all():
             raise ValueError(f"start must be a finite (3,) position in metres, got {start}")

@@ -33,11 +33,15 @@ from planner_pkg.sim.mixer import Mixer
 from planner_pkg.sim.params import QuadrotorParams
 from planner_pkg.types import VehicleState
 
-__all__ = ["BodyRateCommand", "BodyRateGains", "BodyRateController", "check_body_rate_command"]
+__all__ = ["BodyRateCommand", "BodyRateGains", "BodyRateController", "check_body_rate_command",
+           "RATE_COMMAND_TIMEOUT_S"]
 
 #: Largest body rate accepted in a command, rad/s (the flight envelope's 50 rad/s is for odometry;
 #: no rate loop follows more than this).
 MAX_COMMAND_RATE_RAD_S = 35.0
+#: A body-rate command older than this (sim time) is stale: the simulator brakes to a hold, s
+#: (2.5 periods of the racing policy's 25 Hz; the simulator's and sim_bridge's default).
+RATE_COMMAND_TIMEOUT_S = 0.1
 _MAX_DAMPING_DT_S = 0.05  # an older previous gyro sample is no estimate of the angular acceleration
 
 
