@@ -98,10 +98,11 @@ def test_sim_bridge_flies_body_rates_refuses_bad_ones_and_brakes_when_they_stop(
     # then nothing: stale after 0.2 s sim time -> brake to a hold, logged as an event
     assert wait_for(lambda: sim.sim.holding, 10.0)
     assert any("no body-rate command for 0.2 s" in e for e in sim.events)
-    held_at = sim.sim.reference.position.copy()
-    # it brakes (overshooting by its stopping distance) and settles back at the hold point
-    assert wait_for(lambda: sim.sim.state().speed < 0.1 and np.linalg.norm(sim.sim.state().position - held_at) < 0.2,
-                    30.0)
+    # it brakes (overshooting by its stopping distance) and settles back at the hold point (the
+    # newest one: on a loaded machine a gap in the probe's commands may have made an earlier one)
+    assert wait_for(lambda: sim.sim.holding and sim.sim.state().speed < 0.1
+                    and np.linalg.norm(sim.sim.state().position - sim.sim.reference.position) < 0.2, 30.0)
+    assert sim.sim.rate_command is None and sim.sim.reference.position[2] >= 3.5
     # refused: NaN, wrong frame, negative thrust -> counted, logged, holding where it is
     for i, spoil in enumerate((lambda m: setattr(m.twist.angular, "x", math.nan),
                                lambda m: setattr(m.header, "frame_id", "map"),
@@ -164,7 +165,7 @@ def test_racer_refuses_nan_odometry_and_holds_when_odometry_stops(ros):
     # no odometry: after odom_timeout_s the racer holds (a position setpoint at the last good odometry)
     assert wait_for(lambda: racer.mode == "holding" and len(probe.setpoints) > 0, 10.0)
     hold = conv.msg_to_setpoint(probe.setpoints[-1])
-    assert np.allclose(hold.position, start) and racer.counters["holds"] == 1
+    assert np.allclose(hold.position, start) and racer.counters["holds"] >= 1
     assert probe.wait_status("racer", lambda s: s["mode"] == "holding" and "odometry lost" in s["hold_reason"]
                              and int(s["bad_odom"]) == 1)
 
