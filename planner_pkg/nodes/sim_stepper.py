@@ -140,6 +140,8 @@ class EmbeddedSim:
         if self._rate_controller is None:
             raise ValueError("the point_mass vehicle has no attitude to command: body-rate commands need "
                              "vehicle 'quadrotor'")
+        if self.rate_command is None:
+            self._rate_controller.reset()  # its gyro difference starts anew with the rate mode
         self.rate_command = command
         self.reference_time = self.t
         self.holding = False
