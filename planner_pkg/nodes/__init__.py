@@ -11,6 +11,7 @@ This is the only package that imports ``rclpy``. Modules:
     planner_node       node ``planner``: any planner of the registry (``app.planners``) (``ego``, ``direct``)
     traj_server        node ``traj_server``: trajectory -> 100 Hz setpoints
     policy_node        node ``policy``: the learned depth policy -> acceleration setpoints
+    racer_node         node ``racer``: the gate-racing policy -> body-rate commands (``bringup sim --planner racer``)
     fcu_bridge         node ``fcu_bridge``: PX4 / ArduPilot over MAVLink (planner_pkg.bridges.mavlink)
     recorder           node ``recorder``: topics -> MCAP file (``bringup --record``)
     bringup            ``python -m planner_pkg bringup``: the launch graph without ``ros2 launch``

@@ -63,6 +63,7 @@ FCU_BRIDGE = NodeSpec("fcu_bridge", "planner_pkg.nodes.fcu_bridge", "fcu_bridge"
 POLICY = NodeSpec("policy", "planner_pkg.nodes.policy_node", "policy_node")
 RECORDER = NodeSpec("recorder", "planner_pkg.nodes.recorder", "recorder", respawn=False)
 VIZ = NodeSpec("viz", "planner_pkg.nodes.viz_node", "viz_node")  # --viz: RViz topics + Foxglove server
+RACER = NodeSpec("racer", "planner_pkg.nodes.racer_node", "racer_node")  # sim --planner racer --track T
 
 # The graph of each profile; the launch files (launch/*.launch.py) start the same nodes.
 PROFILES: Dict[str, tuple] = {
@@ -76,12 +77,14 @@ USE_SIM_TIME = {"sim": True, "gazebo": True, "hardware": False}
 # ``planner:=policy`` do the same; on hardware the fcu_bridge takes its setpoints).
 POLICY_PROFILES = ("sim", "hardware")
 # the nodes that pace a lockstep simulator (planner_pkg/nodes/lockstep.py)
-LOCKSTEP_PARTICIPANTS = (PLANNER, TRAJ_SERVER, POLICY)
+LOCKSTEP_PARTICIPANTS = (PLANNER, TRAJ_SERVER, POLICY, RACER)
 
 
 def profile_specs(profile: str, planner: Optional[str] = None) -> List[NodeSpec]:
     """The nodes ``profile`` starts for ``planner`` (the launch files' node selection)."""
     specs = list(PROFILES[profile])
+    if planner == "racer" and profile == "sim":  # the racer flies body rates into the simulator itself
+        return [SIM_BRIDGE, RACER]
     if planner == "policy" and profile in POLICY_PROFILES:
         specs = [POLICY if s is PLANNER else s for s in specs if s is not TRAJ_SERVER]
     return specs
@@ -138,6 +141,8 @@ def node_overrides(profile: str, spec: NodeSpec, args) -> List[str]:
             out += ["-p", f"start_m:={_float_list(args.start)}"]
         if args.real_time_factor is not None:
             out += ["-p", f"real_time_factor:={float(args.real_time_factor)!r}"]
+        if getattr(args, "start_yaw", None) is not None:  # --planner racer: facing the first gate
+            out += ["-p", f"start_yaw_rad:={float(args.start_yaw)!r}"]
         if profile == "sim":
             # lockstep: the participants of this graph must report before sim time starts, and a
             # mission's flight starts with its goal (the same sim time every run, whatever the load)
@@ -155,6 +160,8 @@ def node_overrides(profile: str, spec: NodeSpec, args) -> List[str]:
         if args.world_bounds is not None:
             lo, hi = args.world_bounds
             out += ["-p", f"geofence_min_m:={_float_list(lo)}", "-p", f"geofence_max_m:={_float_list(hi)}"]
+    elif spec is RACER:
+        out += ["-p", f"track_file:={args.track}"]
     elif spec is RECORDER:
         out += ["-p", f"output:={Path(args.record).resolve()}"]  # absolute: always a YAML string
     elif spec is VIZ:
@@ -203,18 +210,20 @@ def node_parameter_configs() -> Dict[str, list]:
     add("fcu_bridge", FCU_BRIDGE.module, [("FcuBridgeNodeConfig", ""), ("BridgeConfig", "")])
     add("recorder", RECORDER.module, [("RecorderConfig", "")])
     add("viz", VIZ.module, [("VizNodeConfig", "")])
+    add("racer", RACER.module, [("RacerNodeConfig", "")])
     return out
 
 
-def _sim_bridge_value(blocks: dict, name: str):
-    """The sim_bridge's ``name`` in the parameter blocks (its own block over a ``/**`` one), or None."""
+def _sim_bridge_value(blocks: dict, name: str, node_name: str = "sim_bridge"):
+    """The sim_bridge's (or ``node_name``'s) ``name`` in the parameter blocks (its own block over a
+    ``/**`` one), or None."""
     from planner_pkg.nodes.params import flatten_yaml_block, node_of_key
 
     value = None
     for key, params in blocks.items():
         node = node_of_key(key)
         flat = flatten_yaml_block(params)
-        if node == "sim_bridge" and name in flat:
+        if node == node_name and name in flat:
             value = flat[name]
         elif node == "*" and name in flat and value is None:
             value = flat[name]
@@ -231,7 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--params", metavar="FILE", help="parameter YAML (default: config/<profile>.yaml)")
     p.add_argument("--world", metavar="FILE", help="world file for the simulator (and the planner's geofence)")
     p.add_argument("--start", type=types.point, metavar="X,Y,Z", help="start position, m")
-    p.add_argument("--planner", help="planner name (ego, direct, policy)")
+    p.add_argument("--planner", help="planner name (ego, direct, policy, racer)")
+    p.add_argument("--track", metavar="FILE", help="gate track for --planner racer (sim profile): the simulator's "
+                                                  "world is its gate frames, the start the track's")
     p.add_argument("--namespace", type=types.ros_namespace, default="",
                    help="ROS namespace for every node (swarms); default none")
     p.add_argument("--real-time-factor", type=types.real_time_factor,
@@ -281,6 +292,10 @@ def _prepare(args) -> Optional[str]:
         if given:
             return f"--{given[0]} is written by a mission: give --goal X,Y,Z too"
     args.world_bounds, args.world_obj = None, None
+    if args.planner == "racer" or args.track:
+        error = _prepare_race(args, blocks)
+        if error:
+            return error
     mode = "gazebo" if args.profile == "gazebo" else (_sim_bridge_value(blocks, "mode") or "embedded")
     args.ground_truth = args.profile != "hardware" and mode == "embedded"
     if args.profile != "hardware":
@@ -314,6 +329,30 @@ def _prepare(args) -> Optional[str]:
         if args.world_obj is None:
             return "--goal needs a simulated profile (sim or gazebo) with a world file"
         return _check_mission(args, blocks)
+    return None
+
+
+def _prepare_race(args, blocks) -> Optional[str]:
+    """``--planner racer --track FILE``: the simulator's world (the track's gate frames), start and
+    heading from the track and the racer's model (docs/racing.md)."""
+    if args.planner != "racer":
+        return "--track is for --planner racer (sim profile)"
+    if args.profile != "sim":
+        return "--planner racer runs in the sim profile (the embedded simulator's body-rate input)"
+    if not args.track:
+        return "--planner racer needs --track FILE (a gate track, e.g. config/race/track_example.yaml)"
+    if args.world or args.goal is not None:
+        return (f"--{'world' if args.world else 'goal'} is not used with --planner racer: the simulator's world is "
+                "the track's gate frames and the racer flies its gates (read its status)")
+    from planner_pkg.nodes.racer_node import race_world
+
+    try:
+        args.world, start, args.start_yaw = race_world(args.track, _sim_bridge_value(blocks, "model_path", "racer") or "")
+    except ValueError as exc:
+        return str(exc)
+    args.track = str(Path(args.track).resolve())
+    if args.start is None:
+        args.start = start
     return None
 
 

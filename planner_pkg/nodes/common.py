@@ -34,6 +34,9 @@ TOPIC_CLOUD = "cloud"
 TOPIC_GOAL = "goal_pose"
 TOPIC_TRAJECTORY = "planning/trajectory"
 TOPIC_SETPOINT = "setpoint"
+# geometry_msgs/TwistStamped, base_link: angular = body FLU rates (rad/s), linear.z = collective
+# thrust / mass (m/s^2); the racer -> the embedded simulator (conversions.body_rate_command_to_msg)
+TOPIC_BODY_RATE_SETPOINT = "body_rate_setpoint"
 TOPIC_PLANNING_MARKERS = "planning/markers"
 TOPIC_MAP_MARKERS = "map/markers"
 TOPIC_STATUS = "status"

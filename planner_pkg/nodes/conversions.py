@@ -23,7 +23,7 @@ import numpy as np
 from builtin_interfaces.msg import Duration as DurationMsg
 from builtin_interfaces.msg import Time as TimeMsg
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import Point, PoseStamped, Transform, Twist
+from geometry_msgs.msg import Point, PoseStamped, Transform, Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image, PointCloud2, PointField
 from std_msgs.msg import ColorRGBA
@@ -126,6 +126,37 @@ def odometry_to_state(msg: Odometry, frame_id: Optional[str] = MAP_FRAME, child_
     R = quaternion_to_matrix(q)
     v_world = R @ np.array(values[7:10])
     return VehicleState.from_floats(stamp_to_seconds(msg.header.stamp), values[0:3], v_world, q, values[10:13])
+
+
+# ---------------------------------------------------------------------------------------------
+# body-rate commands (collective thrust + body rates; the racer -> sim_bridge)
+# ---------------------------------------------------------------------------------------------
+def body_rate_command_to_msg(thrust_mps2: float, rates_rad_s, stamp_s: float,
+                             frame_id: str = BODY_FRAME) -> TwistStamped:
+    """geometry_msgs/TwistStamped in ``base_link`` (FLU): ``twist.angular`` = body rates, rad/s;
+    ``twist.linear.z`` = mass-normalised collective thrust along body +z, m/s^2 (g = hover level);
+    ``twist.linear.x``, ``.y`` = 0."""
+    msg = TwistStamped()
+    msg.header.stamp = seconds_to_stamp(stamp_s)
+    msg.header.frame_id = frame_id
+    msg.twist.linear.z = float(thrust_mps2)
+    msg.twist.angular.x, msg.twist.angular.y, msg.twist.angular.z = (float(r) for r in rates_rad_s)
+    return msg
+
+
+def msg_to_body_rate_command(msg: TwistStamped, frame_id: Optional[str] = BODY_FRAME):
+    """TwistStamped (layout of :func:`body_rate_command_to_msg`) -> ``sim.rate_control.BodyRateCommand``.
+
+    ValueError on another frame, NaN/inf, a non-zero ``linear.x``/``.y`` (not this layout), a
+    negative thrust or body rates beyond the rate loop's limit."""
+    from planner_pkg.sim.rate_control import check_body_rate_command
+
+    _check_frame("body-rate command", msg.header.frame_id, frame_id)
+    lin, ang = msg.twist.linear, msg.twist.angular
+    if not (math.isfinite(lin.x) and math.isfinite(lin.y)) or lin.x != 0.0 or lin.y != 0.0:
+        raise ValueError(f"body-rate command: twist.linear.x/.y must be 0 (linear.z is the collective thrust, "
+                         f"m/s^2), got {lin.x!r}, {lin.y!r}")
+    return check_body_rate_command(lin.z, (ang.x, ang.y, ang.z))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ NODE_MODULES = {
     "policy_node": "planner_pkg.nodes.policy_node",
     "recorder": "planner_pkg.nodes.recorder",
     "viz_node": "planner_pkg.nodes.viz_node",
+    "racer_node": "planner_pkg.nodes.racer_node",
 }
 
 
@@ -89,6 +90,7 @@ fcu_bridge = _entry("fcu_bridge")
 policy_node = _entry("policy_node")
 recorder = _entry("recorder")
 viz_node = _entry("viz_node")
+racer_node = _entry("racer_node")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,16 @@ A setpoint that cannot be read (partly NaN, inf, no points) is refused with a lo
 line and the vehicle holds where it is; none for ``setpoint_timeout_s`` also makes it hold.
 A collision freezes the vehicle and turns the status to ERROR.
 
+Body-rate commands (embedded quadrotor only; the racer's): ``body_rate_setpoint``,
+``geometry_msgs/TwistStamped`` in ``base_link``: ``twist.angular`` = body FLU rates, rad/s;
+``twist.linear.z`` = mass-normalised collective thrust along body +z, m/s^2 (level hover = g);
+``linear.x``/``.y`` = 0. They go to the simulator's rate loop (``sim/rate_control.py``) instead of
+the tracking controller until a setpoint replaces them. The same safety as setpoints: one that
+cannot be read (NaN/inf, another frame, negative thrust, rates beyond 35 rad/s, a point-mass
+vehicle, gazebo mode) is refused with a log line and the vehicle holds where it is; none for
+``rate_command_timeout_s`` (sim time) brakes it to a position hold, logged. In lockstep a body-rate
+command counts as a setpoint of its sender.
+
 ``mode: gazebo`` does no physics. ``ros_gz_bridge`` (``config/gz_bridge.yaml``) brings the
 Gazebo model's odometry to ``gz/odom``, its depth camera to ``depth/image`` and takes velocity
 commands from ``gz/cmd_vel``. This node republishes ``gz/odom`` as ``odom`` (frames ``map`` /
@@ -47,7 +57,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from geometry_msgs.msg import Twist
+from geometry_msgs.msg import Twist, TwistStamped
 from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
@@ -65,6 +75,7 @@ from planner_pkg.nodes.sim_stepper import EmbeddedSim
 from planner_pkg.sim.camera import DepthCamera, depth_to_world_points
 from planner_pkg.sim.lockstep import NONE_NS, LockstepBarrier, StepManifest, seconds_to_ns
 from planner_pkg.sim.params import CameraParams
+from planner_pkg.sim.rate_control import RATE_COMMAND_TIMEOUT_S
 from planner_pkg.types import Setpoint, VehicleState
 
 NODE_NAME = "sim_bridge"
@@ -139,6 +150,9 @@ class SimBridgeConfig(Config, prefix=""):
     publish_cloud: bool = field(default=True, metadata={"description": "publish cloud"})
     setpoint_timeout_s: float = field(default=0.5, metadata={"range": (0.01, 60.0), "description":
                                       "hold position when no setpoint came for this long (sim time), s"})
+    rate_command_timeout_s: float = field(default=RATE_COMMAND_TIMEOUT_S, metadata={"range": (0.01, 10.0), "description":
+                                          "brake to a position hold when no body-rate command came for this long "
+                                          "(sim time) while flying body rates, s"})
     setpoint_extrapolation_s: float = field(default=0.05, metadata={"range": (0.0, 1.0), "read_only": True,
                                             "description": "follow a position+velocity setpoint forward by its "
                                             "feed-forward for at most this long after its stamp, s (0 = hold it)"})
@@ -172,7 +186,8 @@ class SimBridge(Node):
         cfg = self.params.config
         self.log = self.get_logger()
         self.throttle = c.Throttle(2.0)
-        self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0, "bad_lockstep_reports": 0, "lockstep_faults": 0}
+        self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0, "bad_lockstep_reports": 0, "lockstep_faults": 0,
+                         "body_rate_commands": 0, "bad_body_rate_commands": 0}
         self.events: list = []
         self.pub_odom = self.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
         # reliable in lockstep (no frame lost under load); best-effort subscribers still match
@@ -180,6 +195,7 @@ class SimBridge(Node):
                                                ls.LOCKSTEP_SENSOR_QOS if cfg.lockstep and cfg.mode == "embedded" else c.SENSOR_QOS)
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
         self.create_subscription(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, self._on_setpoint, c.SETPOINT_QOS)
+        self.create_subscription(TwistStamped, c.TOPIC_BODY_RATE_SETPOINT, self._on_body_rates, c.SETPOINT_QOS)
         self.sim: Optional[EmbeddedSim] = None
         self.lockstep: Optional[LockstepBarrier] = None  # embedded mode with lockstep only
         self.gz_state: Optional[VehicleState] = None
@@ -211,7 +227,8 @@ class SimBridge(Node):
                                    camera_rate_hz=cfg.camera_rate_hz, odom_rate_hz=cfg.odom_rate_hz,
                                    camera=cfg.camera, with_points=cfg.publish_cloud,
                                    setpoint_timeout_s=cfg.setpoint_timeout_s, seed=cfg.seed,
-                                   setpoint_extrapolation_s=cfg.setpoint_extrapolation_s)
+                                   setpoint_extrapolation_s=cfg.setpoint_extrapolation_s,
+                                   rate_command_timeout_s=cfg.rate_command_timeout_s)
         except ValueError as exc:
             raise ParameterConfigError(f"simulator refused its parameters: {exc}") from None
         if float(self.world.signed_distance(start)) < self.sim.radius_m:
@@ -395,6 +412,24 @@ class SimBridge(Node):
             self._gz_setpoint = setpoint
             self._gz_command(setpoint)
 
+    def _on_body_rates(self, msg: TwistStamped) -> None:
+        try:
+            if self.sim is None:
+                raise ValueError("gazebo mode takes no body-rate commands (its velocity controller takes setpoints)")
+            command = conv.msg_to_body_rate_command(msg, self.params.config.base_frame)
+            self.sim.set_body_rate_command(command)  # ValueError on the point-mass vehicle
+        except ValueError as exc:
+            self.counters["bad_body_rate_commands"] += 1
+            held = self.sim.hold() if self.sim is not None else None
+            if self.throttle("body_rates"):
+                where = "" if held is None else f"; holding at {np.round(held.position, 2).tolist()}"
+                self.log.warning(f"body-rate command refused ({self.counters['bad_body_rate_commands']} so far): "
+                                 f"{exc}{where}")
+        else:
+            self.counters["body_rate_commands"] += 1
+        if self.sim is not None:
+            self._setpoint_arrived(msg)  # read or refused, the sender is alive and in step
+
     # -- gazebo ----------------------------------------------------------------------------------
     def _init_gazebo(self, cfg: SimBridgeConfig) -> None:
         self._gz_setpoint: Optional[Setpoint] = None
@@ -470,7 +505,9 @@ class SimBridge(Node):
         if self.sim is not None:
             s = self.sim.state()
             level = "error" if self.sim.crashed else ("warn" if self.sim.out_of_bounds or self.sim.holding else "ok")
-            message = self.sim.crash_reason or ("holding position" if self.sim.holding else "tracking setpoints")
+            message = self.sim.crash_reason or ("holding position" if self.sim.holding else
+                                                ("flying body rates" if self.sim.rate_command is not None
+                                                 else "tracking setpoints"))
             values += [("sim_time_s", f"{self.sim.t:.3f}"), ("crashed", self.sim.crashed),
                        ("collision", self.sim.monitor.collided),
                        ("min_clearance_m", f"{self.sim.monitor.min_clearance_m:.3f}"),

@@ -12,6 +12,12 @@ follows it forward in time with its own feed-forward (first-order hold: ``p + v 
 tracking matches the closed-loop runner's (which samples the trajectory at every control step)
 whether setpoints come every 10 ms or every 20 ms; 0 = hold each setpoint as it is.
 
+Body-rate input (:meth:`EmbeddedSim.set_body_rate_command`, rigid-body quadrotor only): a
+:class:`~planner_pkg.sim.rate_control.BodyRateCommand` (mass-normalised collective thrust and
+body FLU rates) goes to the onboard rate loop (:class:`~planner_pkg.sim.rate_control.BodyRateController`)
+instead of the SE(3) tracking controller, until a setpoint replaces it. A command older than
+``rate_command_timeout_s`` (sim time) is stale: the vehicle brakes to a position hold where it is.
+
 Safety behaviour, like a flight controller in offboard mode: before the first setpoint the
 vehicle holds its start; when no setpoint arrived for ``setpoint_timeout_s`` of simulated time it
 holds where it is (latched) until a new one arrives. A collision or a non-finite state freezes
@@ -28,6 +34,7 @@ import numpy as np
 from planner_pkg.sim.camera import DepthCamera
 from planner_pkg.sim.collision import CollisionMonitor
 from planner_pkg.sim.params import CameraParams
+from planner_pkg.sim.rate_control import RATE_COMMAND_TIMEOUT_S, BodyRateCommand, BodyRateController
 from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
 
@@ -69,7 +76,8 @@ class EmbeddedSim:
     def __init__(self, world, start, start_yaw: float = 0.0, *, vehicle: str = "quadrotor",
                  dynamics_rate_hz: float = 500.0, control_rate_hz: float = 250.0, camera_rate_hz: float = 30.0,
                  odom_rate_hz: float = 100.0, camera: CameraParams = CameraParams(), with_points: bool = True,
-                 setpoint_timeout_s: float = 0.5, seed: int = 0, setpoint_extrapolation_s: float = 0.0):
+                 setpoint_timeout_s: float = 0.5, seed: int = 0, setpoint_extrapolation_s: float = 0.0,
+                 rate_command_timeout_s: float = RATE_COMMAND_TIMEOUT_S):
         start = np.asarray(start, dtype=np.float64)
         if start.shape != (3,) or not np.isfinite(start).all():
             raise ValueError(f"start must be a finite (3,) position in metres, got {start}")
@@ -106,6 +114,11 @@ class EmbeddedSim:
         self.out_of_bounds = False
         self._command = None
         self._frozen_state: Optional[VehicleState] = None
+        if not (math.isfinite(rate_command_timeout_s) and rate_command_timeout_s > 0):
+            raise ValueError(f"rate_command_timeout_s must be > 0, got {rate_command_timeout_s!r}")
+        self.rate_command_timeout_s = float(rate_command_timeout_s)
+        self.rate_command: Optional[BodyRateCommand] = None  # flying body rates while set
+        self._rate_controller = (BodyRateController(self.vehicle.params) if vehicle == "quadrotor" else None)
 
     # -- inputs ----------------------------------------------------------------------------------
     def set_setpoint(self, setpoint: Setpoint, stamp: Optional[float] = None) -> None:
@@ -118,6 +131,19 @@ class EmbeddedSim:
         # a stamp from another clock (0, wall time, far behind) says nothing: then it is now
         usable = stamp is not None and math.isfinite(stamp) and self.t - self.setpoint_extrapolation_s <= stamp <= self.t
         self._reference_stamp = float(stamp) if usable else self.t
+        self.holding = False
+        self.rate_command = None
+
+    def set_body_rate_command(self, command: BodyRateCommand) -> None:
+        """Fly ``command`` (collective thrust m/s^2 + body rates rad/s) from now on, until a
+        setpoint replaces it or it goes stale. ValueError on a point-mass vehicle (no attitude)."""
+        if self._rate_controller is None:
+            raise ValueError("the point_mass vehicle has no attitude to command: body-rate commands need "
+                             "vehicle 'quadrotor'")
+        if self.rate_command is None:
+            self._rate_controller.reset()  # its gyro difference starts anew with the rate mode
+        self.rate_command = command
+        self.reference_time = self.t
         self.holding = False
 
     def _reference_at(self, t: float) -> Setpoint:
@@ -138,6 +164,7 @@ class EmbeddedSim:
         s = self.state()
         self.reference = Setpoint.hold(s.position, s.yaw)
         self.holding = True
+        self.rate_command = None
         return self.reference
 
     # -- queries ---------------------------------------------------------------------------------
@@ -208,17 +235,22 @@ class EmbeddedSim:
         control_due, camera_due, odom_due = self._control.due(t), self._camera.due(t), self._odom.due(t)
         if control_due or camera_due or odom_due or self._command is None:
             state = self.state()
-            if (not self.holding and self.reference_time is not None
-                    and t - self.reference_time > self.setpoint_timeout_s):
+            rates = self.rate_command is not None
+            timeout = self.rate_command_timeout_s if rates else self.setpoint_timeout_s
+            if not self.holding and self.reference_time is not None and t - self.reference_time > timeout:
                 self.hold()
-                out.events.append(f"no setpoint for {self.setpoint_timeout_s:g} s at t={t:.3f} s: holding position "
+                what = "body-rate command" if rates else "setpoint"
+                out.events.append(f"no {what} for {timeout:g} s at t={t:.3f} s: holding position "
                                   f"at {np.round(state.position, 2).tolist()}")
             if camera_due:
                 out.frames.append(self.camera.render(self.world, state, with_points=self.with_points))
             if odom_due:
                 out.odometry.append(state)
             if control_due or self._command is None:
-                self._command = self.controller.update(state, self._reference_at(t), self.control_dt)
+                if self.rate_command is not None:
+                    self._command = self._rate_controller.update(state, self.rate_command)
+                else:
+                    self._command = self.controller.update(state, self._reference_at(t), self.control_dt)
         self.vehicle.step(self._command, self.dt)
         self.steps += 1
         self.t = self.steps * self.dt
