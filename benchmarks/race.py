@@ -134,7 +134,7 @@ def profile_iteration(cfg):
 
 def evaluate(model, n_tracks):
     from planner_pkg.racing.baseline import baseline_lap_time
-    from planner_pkg.racing.cli import default_model_path
+    from planner_pkg.racing.export import default_model_path
     from planner_pkg.racing.evaluate import eval_tracks, fly_tracks, summarize
     from planner_pkg.racing.export import load_racer
 

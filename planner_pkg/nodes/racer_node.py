@@ -78,7 +78,7 @@ class RacerNodeConfig(Config, prefix=""):
 
 def load_racer_and_track(cfg: RacerNodeConfig):
     """(LoadedRacer, Track) named by ``cfg``; ParameterConfigError naming the parameter if unusable."""
-    from planner_pkg.racing.cli import default_model_path
+    from planner_pkg.racing.export import default_model_path
     from planner_pkg.racing.export import RacerModelError, load_racer
     from planner_pkg.racing.track import TrackError, load_track
 

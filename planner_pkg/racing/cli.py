@@ -15,15 +15,7 @@ from pathlib import Path
 
 from planner_pkg.cli_args import CliError, output_file, positive_int, write_outputs
 
-__all__ = ["add_parser", "default_model_path"]
-
-_SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "racer_default.agm"
-
-
-def default_model_path():
-    """The shipped racing model, or None when this installation has none."""
-    return _SHIPPED_MODEL if _SHIPPED_MODEL.is_file() else None
-
+__all__ = ["add_parser"]
 
 def add_parser(subparsers) -> None:
     race = subparsers.add_parser("race", help="gate racing: train a PPO policy (Ray workers) and fly tracks")
@@ -99,7 +91,7 @@ def _cmd_fly(args) -> int:
 
     from planner_pkg.racing.baseline import BaselineError, baseline_lap_time
     from planner_pkg.racing.evaluate import fly_tracks
-    from planner_pkg.racing.export import RacerModelError, load_racer
+    from planner_pkg.racing.export import RacerModelError, default_model_path, load_racer
     from planner_pkg.racing.track import TrackError, load_track
 
     try:

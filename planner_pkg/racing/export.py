@@ -24,8 +24,16 @@ from planner_pkg.racing.config import ConfigError, RaceConfig, config_from_dict
 from planner_pkg.racing.env import ACTION_DIM, obs_dim
 from planner_pkg.racing.network import CLIP_OBS
 
-__all__ = ["RACER_METADATA_KEY", "RACER_FORMAT_VERSION", "RacerModelError", "LoadedRacer", "export_racer",
-           "load_racer"]
+__all__ = ["default_model_path", "RACER_METADATA_KEY", "RACER_FORMAT_VERSION", "RacerModelError", "LoadedRacer",
+           "export_racer", "load_racer"]
+
+_SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "racer_default.agm"
+
+
+def default_model_path():
+    """The shipped racing model, or None when this installation has none."""
+    return _SHIPPED_MODEL if _SHIPPED_MODEL.is_file() else None
+
 
 RACER_METADATA_KEY = "planner_pkg.racing"
 RACER_FORMAT_VERSION = 1

@@ -188,7 +188,7 @@ def _race_fly_gate_times(racer, track):
 
 
 def test_bringup_sim_racer_flies_the_example_track_in_lockstep_like_race_fly(ros, tmp_path):
-    from planner_pkg.racing.cli import default_model_path
+    from planner_pkg.racing.export import default_model_path
     from planner_pkg.racing.export import load_racer
     from planner_pkg.racing.pilot import track_world
     from planner_pkg.racing.track import load_track

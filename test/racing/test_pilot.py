@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from planner_pkg.racing import quad
-from planner_pkg.racing.cli import default_model_path
+from planner_pkg.racing.export import default_model_path
 from planner_pkg.racing.config import EnvConfig
 from planner_pkg.racing.env import RaceEnv
 from planner_pkg.racing.export import load_racer

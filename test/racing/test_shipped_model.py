@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from planner_pkg.racing.cli import default_model_path
+from planner_pkg.racing.export import default_model_path
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(default_model_path() is None, reason="no shipped racing model in this checkout")
