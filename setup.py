@@ -42,6 +42,7 @@ CONSOLE_SCRIPTS = [
     "policy_node = planner_pkg.nodes.run:policy_node",
     "recorder = planner_pkg.nodes.run:recorder",
     "viz_node = planner_pkg.nodes.run:viz_node",
+    "swarm_sim = planner_pkg.nodes.run:swarm_sim",
 ]
 
 setup(

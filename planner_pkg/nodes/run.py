@@ -32,6 +32,7 @@ NODE_MODULES = {
     "policy_node": "planner_pkg.nodes.policy_node",
     "recorder": "planner_pkg.nodes.recorder",
     "viz_node": "planner_pkg.nodes.viz_node",
+    "swarm_sim": "planner_pkg.nodes.swarm_sim",
 }
 
 
@@ -89,6 +90,7 @@ fcu_bridge = _entry("fcu_bridge")
 policy_node = _entry("policy_node")
 recorder = _entry("recorder")
 viz_node = _entry("viz_node")
+swarm_sim = _entry("swarm_sim")
 
 
 if __name__ == "__main__":
