@@ -33,9 +33,10 @@ import numpy as np
 
 from planner_pkg.nodes import bringup as b
 
-__all__ = ["add_arguments", "main", "run", "SWARM_SIM"]
+__all__ = ["add_arguments", "main", "run", "SWARM_SIM", "default_starts", "check_starts", "drone_overrides", "sim_overrides"]
 
 SWARM_SIM = b.NodeSpec("swarm_sim", "planner_pkg.nodes.swarm_sim", "swarm_sim", respawn=False)
+DEFAULT_SPACING_M = 1.0
 #: wall seconds the end of a swarm mission waits for a simulator status that covers it
 FINAL_STATUS_WAIT_S = 5.0
 
@@ -44,7 +45,8 @@ def add_arguments(p) -> None:
     g = p.add_argument_group("swarm (EGO-Swarm over ROS 2, docs/swarm.md)")
     g.add_argument("--drones", type=int, metavar="N",
                    help="start the swarm simulator for N drones and (unless --sim-only) every drone's nodes")
-    g.add_argument("--starts", metavar="S.json", help="--drones: JSON list of [x, y, z] starts, m (swarm fly's format)")
+    g.add_argument("--starts", metavar="S.json", help="--drones: JSON list of [x, y, z] starts, m (swarm fly's format; "
+                                                      "default: a line across y at x = -12, 1 m apart)")
     g.add_argument("--goals", metavar="G.json", help="--drones: JSON list of [x, y, z] goals, m: fly a mission per drone")
     g.add_argument("--log-dir", metavar="DIR", help="--drones with --goals: write DIR/drone_<i>.csv")
     g.add_argument("--sim-only", action="store_true", help="--drones: the simulator only (drones from --drone-id bringups)")
@@ -68,8 +70,6 @@ def _refuse_options(args) -> Optional[str]:
     if args.drones is not None:
         if args.goal is not None or args.log:
             return "--drones takes --goals G.json (one goal per drone) and --log-dir, not --goal / --log"
-        if not args.starts:
-            return "--drones N needs --starts S.json (one [x, y, z] per drone)"
         if args.sim_only and (args.goals or args.summary or args.log_dir or args.plot):
             return "--sim-only runs no mission: give the goals to the --drone-id bringups"
         if (args.summary or args.log_dir or args.plot) and not args.goals:
@@ -118,14 +118,14 @@ def _prepare(args) -> Optional[str]:
     radius = QuadrotorParams().collision_radius_m
     try:
         if args.drones is not None:
-            args.starts_xyz = read_points(args.starts, "--starts")
+            args.starts_xyz = read_points(args.starts, "--starts") if args.starts else default_starts(args.drones)
             if args.starts_xyz.shape[0] != args.drones:
                 raise CliError(f"--drones {args.drones} but --starts lists {args.starts_xyz.shape[0]} drones")
             args.goals_xyz = None
             if args.goals:
                 args.goals_xyz = read_points(args.goals, "--goals")
                 check_swarm_points(args.world_obj, args.starts_xyz, args.goals_xyz, radius, args.goal_tolerance)
-            _check_starts(args.world_obj, args.starts_xyz, radius)
+            check_starts(args.world_obj, args.starts_xyz, radius)
             if args.summary:
                 args.summary = writable_path(str(args.summary), "--summary")
             if args.log_dir:
@@ -139,7 +139,14 @@ def _prepare(args) -> Optional[str]:
     return None
 
 
-def _check_starts(world, starts: np.ndarray, radius: float) -> None:
+def default_starts(n: int) -> np.ndarray:
+    """(n, 3) m: the starts without ``--starts`` / ``starts:=``: a line across y at x = -12 m,
+    1 m apart, 1 m up (the shipped forest's start side); checked like given ones."""
+    y = (np.arange(n) - 0.5 * (n - 1)) * DEFAULT_SPACING_M
+    return np.column_stack([np.full(n, -12.0), y, np.ones(n)])
+
+
+def check_starts(world, starts: np.ndarray, radius: float) -> None:
     """The starts alone (``--sim-only`` or no goals): swarm fly's start checks."""
     from planner_pkg.cli_args import CliError
 
@@ -175,21 +182,15 @@ def _yaw_to(start, goal) -> float:
 def _commands(args) -> Dict[str, tuple]:
     """{process name: (NodeSpec, command)} of this bringup."""
     out: Dict[str, tuple] = {}
-    names = [s.name for s in (b.PLANNER, b.TRAJ_SERVER)]
     if args.drones is not None:
         starts = args.starts_xyz
         goals = args.goals_xyz
         yaws = [_yaw_to(s, g) for s, g in zip(starts, goals)] if goals is not None else [0.0] * args.drones
         cmd = b.node_command("sim", SWARM_SIM, _for_namespace(args, ""))
-        cmd += ["-p", f"world_file:={args.world}", "-p", f"drones:={args.drones}",
-                "-p", f"starts_m:={b._float_list(starts.reshape(-1))}",
-                "-p", f"start_yaws_rad:={b._float_list(yaws)}",
-                "-p", f"lockstep_participants:=[{','.join(names)}]"]
+        params = sim_overrides(args.world, starts, yaws, start_on_goal=goals is not None)
         if args.real_time_factor is not None:
-            cmd += ["-p", f"real_time_factor:={float(args.real_time_factor)!r}"]
-        if goals is not None:
-            cmd += ["-p", "lockstep_start_on_goal:=true"]
-        out[SWARM_SIM.name] = (SWARM_SIM, cmd)
+            params["real_time_factor"] = float(args.real_time_factor)
+        out[SWARM_SIM.name] = (SWARM_SIM, cmd + _as_ros_args(params))
         ids = [] if args.sim_only else list(range(args.drones))
     else:
         ids = [args.drone_id]
@@ -198,8 +199,38 @@ def _commands(args) -> Dict[str, tuple]:
         for spec in (b.PLANNER, b.TRAJ_SERVER):
             cmd = b.node_command("sim", spec, ns_args)
             if spec is b.PLANNER:
-                cmd += ["-p", f"swarm_drone_id:={i}", "-p", f"ego.seed:={i}"]
+                cmd += _as_ros_args(drone_overrides(i))
             out[f"drone{i}_{spec.name}"] = (spec, cmd)
+    return out
+
+
+def sim_overrides(world: str, starts, yaws, start_on_goal: bool = False) -> dict:
+    """The swarm simulator's parameters set by the bringup and launch/swarm.launch.py."""
+    out = {"world_file": str(world), "drones": int(len(starts)),
+           "starts_m": [float(v) for v in np.asarray(starts, dtype=np.float64).reshape(-1)],
+           "start_yaws_rad": [float(v) for v in yaws],
+           "lockstep_participants": [b.PLANNER.name, b.TRAJ_SERVER.name]}
+    if start_on_goal:
+        out["lockstep_start_on_goal"] = True
+    return out
+
+
+def drone_overrides(i: int) -> dict:
+    """Drone i's planner parameters beyond the single-drone ones (its id on the broadcast topic and
+    its own EGO seed, as ``swarm fly`` seeds drone i)."""
+    return {"swarm_drone_id": int(i), "ego.seed": int(i)}
+
+
+def _as_ros_args(params: dict) -> List[str]:
+    out: List[str] = []
+    for k, v in params.items():
+        if isinstance(v, bool):
+            text = "true" if v else "false"
+        elif isinstance(v, list):
+            text = "[" + ",".join(repr(x) if isinstance(x, float) else str(x) for x in v) + "]"
+        else:
+            text = repr(v) if isinstance(v, float) else str(v)
+        out += ["-p", f"{k}:={text}"]
     return out
 
 

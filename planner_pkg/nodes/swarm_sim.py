@@ -191,7 +191,7 @@ class _Drone:
         level = "error" if sim.crashed else ("warn" if sim.out_of_bounds or sim.holding else "ok")
         message = sim.crash_reason or ("holding position" if sim.holding else "tracking setpoints")
         values = list(self.counters.items()) + [
-            ("drone_id", self.i), ("sim_time_s", f"{sim.t:.3f}"), ("crashed", sim.crashed),
+            ("drone_id", self.i), ("sim_time_s", f"{st.t:.3f}"), ("crashed", sim.crashed),
             ("collision", sim.monitor.collided or drone_hit), ("drone_collision", drone_hit),
             ("min_clearance_m", f"{sim.monitor.min_clearance_m:.3f}"),
             ("min_inter_drone_distance_m", f"{st.min_separation_m:.3f}" if math.isfinite(st.min_separation_m) else "n/a"),
@@ -204,7 +204,7 @@ class _Drone:
             values.append(("lockstep_fault", fault))
         if self.events:
             values.append(("last_event", self.events[-1]))
-        self.pub_status.publish(conv.make_status(self.node.get_name(), level, message, values, sim.t))
+        self.pub_status.publish(conv.make_status(self.node.get_name(), level, message, values, st.t))
 
 
 class SwarmSim(Node):

@@ -77,7 +77,8 @@ class SwarmStepper:
 
     @property
     def t(self) -> float:
-        return self.sims[0].t
+        """Sim time, s: whole steps (a frozen EmbeddedSim's own ``t`` trails its steps by one)."""
+        return self.sims[0].steps * self.sims[0].dt
 
     @property
     def dt(self) -> float:
