@@ -14,7 +14,10 @@
 * ``bringup sim --drone-id I [--goal X,Y,Z] [--summary JSON] [--log CSV]``: drone I's planner and
   trajectory server only, in ``/drone<I>``, as their own process group (as on the drone's own
   computer); the simulator is started by another bringup (``--drones N --sim-only``). With
-  ``--goal`` it flies drone I's mission and writes the single-drone files.
+  ``--goal`` it flies drone I's mission and writes the single-drone files when it ends; the nodes
+  then keep running (the drone hovers, and the simulator, in lockstep, keeps waiting for them:
+  a drone whose nodes left would be a lockstep fault for the whole swarm) until Ctrl-C or
+  ``--duration``.
 
 Supervision, stopping and exit codes are the single-drone bringup's (``bringup.Supervisor``).
 """
@@ -345,6 +348,7 @@ def run(args, env: dict, stop: threading.Event) -> int:
     missions: List = []
     watch = None
     code = b.EXIT_OK
+    written: Optional[int] = None  # the missions' exit code once their files are written
     t0 = time.monotonic()
     try:
         sup.start_all()
@@ -357,16 +361,22 @@ def run(args, env: dict, stop: threading.Event) -> int:
             for m in missions:
                 m.poll()
                 b._print_mission_warnings(m)
-            if missions and all(m.done.is_set() for m in missions):
-                _wait_final_status(missions, watch)
-                break
+            if written is None and missions and all(m.done.is_set() for m in missions):
+                if args.drone_id is None:
+                    _wait_final_status(missions, watch)
+                    break
+                # one drone of a swarm run elsewhere: its files now, but its nodes stay up (it hovers at
+                # its goal, an obstacle the others know, and the simulator keeps lockstep with it)
+                written = _write(args, missions, watch, time.monotonic() - t0)
+                print(f"[bringup] drone {args.drone_id}: mission over; its nodes keep running (Ctrl-C to stop)",
+                      flush=True)
             if args.duration and time.monotonic() - t0 >= args.duration:
                 break
             stop.wait(0.1)
     finally:
         sup.stop()
         if missions:
-            mission_code = _write(args, missions, watch, time.monotonic() - t0)
+            mission_code = written if written is not None else _write(args, missions, watch, time.monotonic() - t0)
             code = code if code != b.EXIT_OK else mission_code
         for m in missions:
             m.close()

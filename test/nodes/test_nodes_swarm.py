@@ -240,3 +240,41 @@ def test_four_drones_cross_over_dds_in_lockstep_without_collisions(tmp_path):
         assert np.linalg.norm(pos[0] - STARTS[i]) < 0.05 and np.linalg.norm(pos[-1] - GOALS[i]) <= 0.5 + 0.05
         clearance = min(float(world.signed_distance(p)) for p in pos[::5])
         assert clearance > radius, (i, clearance)
+
+
+def test_each_drone_runs_as_its_own_bringup_with_the_simulator_in_another(tmp_path):
+    """As on separate computers: `bringup sim --drones 2 --sim-only` runs the simulator alone and
+    one `bringup sim --drone-id I --goal ...` per drone runs that drone's planner and trajectory
+    server in /drone<I>, its own process group; each writes its own mission summary, the drones
+    swap places head-on without touching, and all three stop cleanly on Ctrl-C."""
+    import os
+    import signal
+
+    from nodes_ros_harness import started_pids
+
+    (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
+    w = ["--world", str(tmp_path / "w.yaml")]
+    starts, goals = [[-3.0, 0.0, 1.0], [3.0, 0.0, 1.0]], [[3.0, 0.0, 1.0], [-3.0, 0.0, 1.0]]
+    logs = [tmp_path / f"{name}.log" for name in ("sim", "drone0", "drone1")]
+    summaries = [tmp_path / "drone0.json", tmp_path / "drone1.json"]
+    procs = [_bringup(w + ["--drones", "2", "--sim-only", "--starts", _points(tmp_path / "s.json", starts),
+                           "--real-time-factor", "0"], logs[0])]
+    for i in range(2):
+        procs.append(_bringup(w + ["--drone-id", str(i), "--goal=" + ",".join(map(str, goals[i])),
+                                   "--summary", str(summaries[i])], logs[i + 1]))
+    try:
+        assert wait_for(lambda: all(p.exists() for p in summaries) or any(p.poll() is not None for p in procs), 600.0)
+        assert all(p.exists() for p in summaries), [log.read_text()[-2000:] for log in logs]
+        for p in procs[1:] + procs[:1]:
+            os.killpg(p.pid, signal.SIGINT)
+        codes = [p.wait(timeout=120) for p in procs]
+    finally:
+        for p, log in zip(procs, logs):
+            kill_leftovers(p, log)
+    assert codes == [0, 0, 0], [log.read_text()[-2000:] for log in logs]
+    assert [n for n, _ in started_pids(logs[0].read_text())] == ["swarm_sim"]
+    for i in range(2):
+        assert sorted(n for n, _ in started_pids(logs[i + 1].read_text())) == [f"drone{i}_planner",
+                                                                                f"drone{i}_traj_server"]
+        s = json.loads(summaries[i].read_text())
+        assert s["reached"] and not s["collided"] and s["goal"] == goals[i] and s["start"] == starts[i], s
