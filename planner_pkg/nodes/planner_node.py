@@ -223,6 +223,9 @@ class PlannerNode(Node):
                 if cfg.swarm_drone_id >= 0:
                     self.planner = self._swarm_agent(self.planner, cfg, ego.swarm.timeout_s)
             else:
+                if cfg.swarm_drone_id >= 0:
+                    self.log.error(f"swarm_drone_id {cfg.swarm_drone_id} given but planner '{cfg.planner}' is not "
+                                   f"the EGO planner: this drone flies alone (no broadcasts, others unknown)")
                 self.planner = make_planner(cfg.planner, PlannerOptions(
                     max_vel_mps=cfg.max_vel_mps, model_path=cfg.model_path or None, seed=cfg.seed))
             self.planner_error = ""

@@ -451,7 +451,8 @@ def _write(args, missions, watch, wall_s: float) -> int:
 
 
 def main(argv=None) -> int:
-    """``bringup`` with ``--drones`` / ``--drone-id`` (``planner_pkg.cli`` routes here)."""
+    """``python -m planner_pkg bringup``: with ``--drones`` / ``--drone-id`` the swarm graph, else
+    ``bringup.main`` (the CLI and the ``bringup`` console script come here)."""
     import os
     import signal
 

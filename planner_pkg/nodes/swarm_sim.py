@@ -232,8 +232,8 @@ class SwarmSim(Node):
         except ValueError as exc:
             raise ParameterConfigError(f"simulator refused its parameters: {exc}") from None
         self._check_starts(starts)
-        self.drones = [_Drone(self, i, cfg) for i in range(cfg.drones)]
         self._added = False
+        self.drones = [_Drone(self, i, cfg) for i in range(cfg.drones)]
         self.pub_clock = self.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
         self.pub_map = self.create_publisher(MarkerArray, c.TOPIC_MAP_MARKERS, c.LATCHED_QOS)
         self.pub_map.publish(conv.world_to_markers(self.world, 0.0, cfg.map_frame))
@@ -364,11 +364,17 @@ class SwarmSim(Node):
         for d in self.drones:
             d.publish_status(fault)
 
-    def destroy_node(self):
-        for d in getattr(self, "drones", []):
-            if self._added and self.executor is not None:
-                self.executor.remove_node(d.node)
+    def close(self) -> None:
+        """Take the drones' nodes off the executor and destroy them (run_node calls this first)."""
+        drones, self.drones = getattr(self, "drones", []), []
+        executor = self.executor if getattr(self, "_added", False) else None
+        for d in drones:
+            if executor is not None:
+                executor.remove_node(d.node)
             d.node.destroy_node()
+
+    def destroy_node(self):
+        self.close()
         return super().destroy_node()
 
 

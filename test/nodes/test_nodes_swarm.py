@@ -152,6 +152,84 @@ def test_swarm_stepper_cameras_see_the_others_and_contacts_freeze_both(tmp_path)
     assert len({s.steps for s in st.sims}) == 1 and st.t == pytest.approx(2550 * st.dt)  # one clock
 
 
+def test_swarm_sim_config_refuses_starts_that_do_not_match_the_drones():
+    from planner_pkg.config_schema import ConfigError
+    from planner_pkg.nodes.swarm_sim import SwarmSimConfig
+
+    SwarmSimConfig(drones=1, starts_m=(0.0, 0.0, 1.0), start_yaws_rad=(0.0,))
+    with pytest.raises(ConfigError, match="starts_m"):
+        SwarmSimConfig(drones=3, starts_m=(0.0, 0.0, 1.0, 1.0, 1.0, 1.0), start_yaws_rad=(0.0, 0.0, 0.0))
+    with pytest.raises(ConfigError, match="start_yaws_rad"):
+        SwarmSimConfig(drones=2, starts_m=(0.0, 0.0, 1.0, 1.0, 1.0, 1.0), start_yaws_rad=(0.0,))
+    with pytest.raises(ConfigError, match="mode"):
+        SwarmSimConfig(mode="gazebo")
+
+
+def test_swarm_simulator_keeps_lockstep_with_every_drones_participants(ros, tmp_path):
+    """Sim time starts only once both drones' participants reported, stops at the earliest next
+    tick of any drone, each drone's manifest names its own odometry of the instant, and one drone's
+    silent participant is a lockstep fault that stops the whole swarm (both statuses say so)."""
+    import time
+
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+    from rclpy.parameter import Parameter
+
+    from planner_pkg.nodes import common as c
+    from planner_pkg.nodes import lockstep as ls
+    from planner_pkg.nodes.swarm_sim import SwarmSim
+    from planner_pkg.sim.lockstep import ParticipantReport
+
+    (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
+    sim = ros.add(SwarmSim(context=ros.context, parameter_overrides=[
+        Parameter("world_file", value=str(tmp_path / "w.yaml")), Parameter("drones", value=2),
+        Parameter("starts_m", value=[-5.0, -5.0, 1.0, 5.0, 5.0, 1.0]), Parameter("start_yaws_rad", value=[0.0, 0.0]),
+        Parameter("real_time_factor", value=5.0), Parameter("lockstep_participants", value=["fake_planner"]),
+        Parameter("lockstep_fault_timeout_s", value=2.0), Parameter("publish_depth", value=False),
+        Parameter("status_rate_hz", value=10.0)]))
+    probe = ros.node("fake_planner")
+    seen = {"manifest": [None, None], "status": [{}, {}]}
+    pubs = []
+    for i in range(2):
+        probe.create_subscription(DiagnosticStatus, f"/drone{i}/{ls.TOPIC_MANIFEST}",
+                                  lambda m, i=i: seen["manifest"].__setitem__(i, ls.manifest_from_msg(m)),
+                                  ls.LOCKSTEP_SUB_QOS)
+        probe.create_subscription(DiagnosticArray, f"/drone{i}/{c.TOPIC_STATUS}",
+                                  lambda m, i=i: seen["status"].__setitem__(i, conv.status_values(m)), c.STATUS_QOS)
+        pubs.append(probe.create_publisher(DiagnosticStatus, f"/drone{i}/{ls.TOPIC_REPORT}", ls.LOCKSTEP_QOS))
+    seq = {0: 0, 1: 0}
+
+    def report(i, next_s):
+        seq[i] += 1
+        r = ParticipantReport(name="fake_planner", next_ns=int(round(next_s * 1e9)), seq=seq[i])
+        pubs[i].publish(ls.to_msg("fake_planner", r))
+
+    def t():
+        return sim.stepper.t
+
+    assert wait_for(lambda: all(p.get_subscription_count() > 0 for p in pubs)
+                    and all(m is not None for m in seen["manifest"]), 20.0)
+    report(0, 1.0)  # drone 1's participant has not reported: no start
+    time.sleep(0.6)
+    assert t() == 0.0 and "drone 1" in sim.lockstep_state(), sim.lockstep_state()
+    report(1, 0.5)  # both in: up to the earliest next tick
+    assert wait_for(lambda: t() >= 0.5 - 1e-9, 10.0), t()
+    time.sleep(0.4)
+    assert abs(t() - 0.5) < 1e-9
+    report(1, 1.2)  # now drone 0's tick at 1.0 holds it
+    assert wait_for(lambda: t() >= 1.0 - 1e-9, 10.0), t()
+    time.sleep(0.4)
+    assert abs(t() - 1.0) < 1e-9 and "drone 0" in sim.lockstep_state(), sim.lockstep_state()
+    assert wait_for(lambda: all(m.t_ns == 1_000_000_000 and m.odom_ns == 1_000_000_000
+                                for m in seen["manifest"]), 5.0), seen["manifest"]
+    # drone 0 silent for lockstep_fault_timeout_s: a fault for the whole swarm
+    assert wait_for(lambda: sim.lockstep_faults == 1, 10.0)
+    assert wait_for(lambda: all("lockstep_fault" in s for s in seen["status"]), 5.0), seen["status"]
+    assert all("drone 0" in s["lockstep_fault"] and s["level"] == 2 for s in seen["status"])
+    report(0, 1.5)
+    time.sleep(0.5)
+    assert abs(t() - 1.0) < 1e-9 and sim.lockstep_state() == "fault"
+
+
 # ---------------------------------------------------------------------------------------------
 # the bringup
 # ---------------------------------------------------------------------------------------------
