@@ -410,6 +410,8 @@ class PlannerNode(Node):
         # (in lockstep every tick, also one that planned nothing, is then reported)
         tick_ns = self.get_clock().now().nanoseconds
         try:
+            if self.swarm is not None:
+                self.swarm.take_pending(tick_ns)  # the peers' broadcasts that arrived before this tick
             self._fuse_pending_frames()
             self._plan_tick()
         finally:

@@ -7,8 +7,14 @@ filled from the shared topic (absolute, ``/swarm/trajectories`` by default, so t
 their own namespaces ``/drone<i>`` meet on it), and ``publish`` sends this drone's B-spline there
 (``conversions.swarm_broadcast_to_msg``; the encoding is in docs/swarm.md).
 
-Receive time is this node's ROS clock when the message is taken (sim time in simulation), the
-time base of the table's timeout. A message that cannot be read is refused with a throttled log
+A broadcast is not fed to the table when it arrives but at the node's next planning tick after
+its arrival (:meth:`RosBroadcast.take_pending`, called at the start of each tick with the tick's
+time): at a tick due at ``T``, exactly the broadcasts that arrived while this node's ROS clock read
+less than ``T`` are in. In lockstep the clock stands at ``T`` while the drones' ticks of ``T`` run
+concurrently, so a peer's broadcast of that same instant is never used at ``T`` (whether it has
+already arrived or not), and the earlier ones are in unless DDS delivered one later than a whole
+planning period of sim time: which broadcasts a plan sees does not depend on the machine's load.
+The receive time (the time base of the table's timeout) is the tick's time. A message that cannot be read is refused with a throttled log
 line and counted (``refused``). A message with this drone's own id is never fed to the table: the
 node's own publications come back on the topic it also subscribes (skipped quietly); one from
 another publisher means two drones share an id, which is logged (throttled) and counted
@@ -28,6 +34,8 @@ from planner_pkg.planning.swarm import SwarmTrajectoryTable
 __all__ = ["RosBroadcast", "SWARM_TOPIC", "SWARM_QOS"]
 
 SWARM_TOPIC = "/swarm/trajectories"
+#: broadcasts held for the next tick at most (64 drones x 10 Hz x 1 s without a tick; older ones dropped)
+MAX_PENDING = 640
 #: Reliable and deep: one reader holds every writer's messages in one queue (a topic without keys),
 #: and every drone broadcasts each planning tick.
 SWARM_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
@@ -58,6 +66,7 @@ class RosBroadcast:
         self.duplicate_id = 0
         self.peers: Dict[int, int] = {}  # drone id -> broadcasts taken
         self._own_gids: set = set()
+        self._pending: list = []  # (arrival ROS time ns, drone id, control points, dt, t_start), arrival order
         self.pub = node.create_publisher(MultiDOFJointTrajectory, topic, SWARM_QOS)
         self.sub = node.create_subscription(MultiDOFJointTrajectory, topic, self._on_broadcast, SWARM_QOS)
         self.topic = self.pub.topic_name
@@ -109,14 +118,26 @@ class RosBroadcast:
                     log.warning(f"swarm broadcast with this drone's own id {drone_id} from another node "
                                 f"({self.duplicate_id} so far): two drones share an id; ignored")
             return
-        now = c.now_s(self.node)
-        rejected = self.table.rejected
-        if not self.table.update(drone_id, q, dt, t_start, now):
-            if self.table.rejected > rejected:  # (the table logs why; an older broadcast arriving late is no error)
-                self.refused += 1
-            return
-        self.received += 1
-        self.peers[drone_id] = self.peers.get(drone_id, 0) + 1
+        self._pending.append((self.node.get_clock().now().nanoseconds, drone_id, q, dt, t_start))
+        del self._pending[:-MAX_PENDING]
+
+    def take_pending(self, tick_ns: int) -> int:
+        """Feed the table every broadcast that arrived before ROS time ``tick_ns`` (in arrival order;
+        received at the tick's time); returns how many were taken."""
+        due = [p for p in self._pending if p[0] < tick_ns]
+        if not due:
+            return 0
+        self._pending = [p for p in self._pending if p[0] >= tick_ns]
+        now = tick_ns * 1e-9
+        for _, drone_id, q, dt, t_start in due:
+            rejected = self.table.rejected
+            if not self.table.update(drone_id, q, dt, t_start, now):
+                if self.table.rejected > rejected:  # (the table logs why; an older broadcast arriving late is no error)
+                    self.refused += 1
+                continue
+            self.received += 1
+            self.peers[drone_id] = self.peers.get(drone_id, 0) + 1
+        return len(due)
 
     def status_values(self) -> list:
         fresh, stale = self.table.split(c.now_s(self.node), exclude=self.drone_id)

@@ -98,8 +98,10 @@ def test_planner_takes_peers_broadcasts_and_ignores_malformed_and_own_id_ones(ro
     from planner_pkg.nodes.planner_node import PlannerNode
     from planner_pkg.nodes.swarm_link import SWARM_QOS, SWARM_TOPIC
 
+    # on sim time with no clock running: no tick runs, so the test decides when broadcasts are taken
     planner = ros.add(PlannerNode(context=ros.context, namespace="/drone1",
-                                  parameter_overrides=[Parameter("swarm_drone_id", value=1)]))
+                                  parameter_overrides=[Parameter("swarm_drone_id", value=1),
+                                                       Parameter("use_sim_time", value=True)]))
     probe = ros.node("probe")
     pub = probe.create_publisher(MultiDOFJointTrajectory, SWARM_TOPIC, SWARM_QOS)
     assert wait_for(lambda: pub.get_subscription_count() >= 1, 20.0)
@@ -111,9 +113,11 @@ def test_planner_takes_peers_broadcasts_and_ignores_malformed_and_own_id_ones(ro
     pub.publish(conv.swarm_broadcast_to_msg(1, spline.control_points, spline.dt, 1.0))  # "my" id from elsewhere
     pub.publish(conv.swarm_broadcast_to_msg(0, spline.control_points, spline.dt, 1.0))
     pub.publish(conv.swarm_broadcast_to_msg(7, spline.control_points + 1.0, spline.dt, 1.5))
-    assert wait_for(lambda: link.received >= 2 and link.refused >= 1 and link.duplicate_id >= 1, 20.0), \
-        (link.received, link.refused, link.duplicate_id)
-    assert link.table.ids() == [0, 7]
+    assert wait_for(lambda: len(link._pending) >= 2 and link.refused >= 1 and link.duplicate_id >= 1, 20.0), \
+        (len(link._pending), link.refused, link.duplicate_id)
+    # taken at the first tick after their arrival (at ROS time 0 here), not on arrival nor at a tick of that time
+    assert link.table.ids() == [] and link.take_pending(0) == 0 and link.take_pending(1) == 2
+    assert link.table.ids() == [0, 7] and link.received == 2
     np.testing.assert_array_equal(link.table.get(7).spline.control_points, spline.control_points + 1.0)
     # its own broadcasts come back on the topic too: skipped without counting them as a duplicate
     link.publish(1, spline, 2.0, 2.0)
@@ -356,3 +360,38 @@ def test_each_drone_runs_as_its_own_bringup_with_the_simulator_in_another(tmp_pa
                                                                                 f"drone{i}_traj_server"]
         s = json.loads(summaries[i].read_text())
         assert s["reached"] and not s["collided"] and s["goal"] == goals[i] and s["start"] == starts[i], s
+
+
+def test_the_same_swarm_flight_twice_at_once_is_the_same_flight(tmp_path):
+    """Lockstep for a swarm: two runs of the same 2-drone head-on swap, flown at the same time (each
+    loading the machine for the other, on its own ROS domain), log the same odometry to the last
+    digit: the peers' broadcasts a plan sees are those that arrived before its tick (docs/swarm.md)."""
+    import os
+    import random
+
+    (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
+    s = _points(tmp_path / "s.json", [[-3.0, 0.0, 1.0], [3.0, 0.0, 1.0]])
+    g = _points(tmp_path / "g.json", [[3.0, 0.0, 1.0], [-3.0, 0.0, 1.0]])
+    procs, logs = [], []
+    domains = random.SystemRandom().sample(range(1, 201), 2)
+    for k in range(2):
+        log = tmp_path / f"run{k}.log"
+        cmd = [sys.executable, "-m", "planner_pkg", "bringup", "sim", "--log-level", "warn", "--world",
+               str(tmp_path / "w.yaml"), "--drones", "2", "--starts", s, "--goals", g, "--real-time-factor", "0",
+               "--timeout", "30", "--summary", str(tmp_path / f"run{k}.json"), "--log-dir", str(tmp_path / f"run{k}")]
+        fh = open(log, "w")
+        procs.append(subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True,
+                                      env=dict(os.environ, ROS_DOMAIN_ID=str(domains[k]))))
+        fh.close()
+        logs.append(log)
+    try:
+        codes = [p.wait(timeout=900) for p in procs]
+    finally:
+        for p, log in zip(procs, logs):
+            kill_leftovers(p, log)
+    assert codes == [0, 0], [log.read_text()[-3000:] for log in logs]
+    for k in range(2):
+        assert json.loads((tmp_path / f"run{k}.json").read_text())["success"]
+    for i in range(2):
+        a, b = ((tmp_path / f"run{k}" / f"drone_{i}.csv").read_text() for k in range(2))
+        assert len(a.splitlines()) > 100 and a == b, f"drone {i} flew differently in the two runs"
