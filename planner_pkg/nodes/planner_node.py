@@ -434,6 +434,8 @@ class PlannerNode(Node):
         cfg = self.params.config
         now = c.now_s(self)
         if self.planner is None or self.goal is None or self.state is None:
+            if self.swarm is not None and self.state is not None:
+                self._broadcast_hover(self.state)  # a drone waiting for its goal is known to the others
             return
         if now - self.odom_wall > cfg.odom_timeout_s:
             if not self.odom_lost:
@@ -473,6 +475,11 @@ class PlannerNode(Node):
         elif self.last_msg is not None and now - self.last_publish >= cfg.republish_period_s:
             self._send(self.last_msg)
             self.last_publish = now
+
+    def _broadcast_hover(self, state: VehicleState) -> None:
+        from planner_pkg.planning.swarm import hover_spline
+
+        self.swarm.publish(self.params.config.swarm_drone_id, hover_spline(state.position), state.t, state.t)
 
     def _to_samples(self, result, state: VehicleState) -> Optional[SampledTrajectory]:
         cfg = self.params.config

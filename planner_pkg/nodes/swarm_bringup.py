@@ -13,7 +13,8 @@
   coming from other bringups.
 * ``bringup sim --drone-id I [--goal X,Y,Z] [--summary JSON] [--log CSV]``: drone I's planner and
   trajectory server only, in ``/drone<I>``, as their own process group (as on the drone's own
-  computer); the simulator is started by another bringup (``--drones N --sim-only``). With
+  computer); the simulator is started by another bringup (``--drones N --sim-only``: its sim time
+  starts once every drone's planner has accepted a goal). With
   ``--goal`` it flies drone I's mission and writes the single-drone files when it ends; the nodes
   then keep running (the drone hovers, and the simulator, in lockstep, keeps waiting for them:
   a drone whose nodes left would be a lockstep fault for the whole swarm) until Ctrl-C or
@@ -85,6 +86,8 @@ def _refuse_options(args) -> Optional[str]:
                 return f"--{name.replace('_', '-')} belongs to --drones; --drone-id takes --goal X,Y,Z"
         if args.sim_only:
             return "--sim-only belongs to --drones"
+        if args.goal is None and (args.summary or args.log or args.plot):
+            return "--summary / --log / --plot are written by a mission: give --goal X,Y,Z too"
     return None
 
 
@@ -190,7 +193,8 @@ def _commands(args) -> Dict[str, tuple]:
         goals = args.goals_xyz
         yaws = [_yaw_to(s, g) for s, g in zip(starts, goals)] if goals is not None else [0.0] * args.drones
         cmd = b.node_command("sim", SWARM_SIM, _for_namespace(args, ""))
-        params = sim_overrides(args.world, starts, yaws, start_on_goal=goals is not None)
+        # with goals, or with the drones' own bringups bringing them: sim time starts once every drone has one
+        params = sim_overrides(args.world, starts, yaws, start_on_goal=goals is not None or args.sim_only)
         if args.real_time_factor is not None:
             params["real_time_factor"] = float(args.real_time_factor)
         out[SWARM_SIM.name] = (SWARM_SIM, cmd + _as_ros_args(params))
@@ -467,6 +471,10 @@ def main(argv=None) -> int:
         return int(exc.code or 0)
     if args.drones is None and args.drone_id is None:
         return b.main(argv)
+    if args.drones is not None and not any(a.split("=")[0] == "--timeout" for a in argv):
+        from planner_pkg.app.swarm import SWARM_TIMEOUT_S
+
+        args.timeout = SWARM_TIMEOUT_S  # drones give way: a swarm mission's own default
     env = b.ros_environment()
     os.environ.update({k: env[k] for k in ("AMENT_PREFIX_PATH", "RMW_IMPLEMENTATION")})
     stop = threading.Event()
