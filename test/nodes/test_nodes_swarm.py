@@ -328,7 +328,8 @@ def test_each_drone_runs_as_its_own_bringup_with_the_simulator_in_another(tmp_pa
     """As on separate computers: `bringup sim --drones 2 --sim-only` runs the simulator alone and
     one `bringup sim --drone-id I --goal ...` per drone runs that drone's planner and trajectory
     server in /drone<I>, its own process group; each writes its own mission summary, the drones
-    swap places head-on without touching, and all three stop cleanly on Ctrl-C."""
+    cross without touching, and all three stop cleanly on Ctrl-C. (--sim-only starts every drone
+    facing +x: both fly that way; a drone whose goal is behind it flies its first metres blind.)"""
     import os
     import signal
 
@@ -336,7 +337,8 @@ def test_each_drone_runs_as_its_own_bringup_with_the_simulator_in_another(tmp_pa
 
     (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
     w = ["--world", str(tmp_path / "w.yaml")]
-    starts, goals = [[-3.0, 0.0, 1.0], [3.0, 0.0, 1.0]], [[3.0, 0.0, 1.0], [-3.0, 0.0, 1.0]]
+    # the two straight lines cross near x = 0.6 at about the same time
+    starts, goals = [[-4.0, 0.8, 1.0], [-4.0, -0.8, 1.0]], [[4.0, -0.4, 1.0], [4.0, 0.8, 1.0]]
     logs = [tmp_path / f"{name}.log" for name in ("sim", "drone0", "drone1")]
     summaries = [tmp_path / "drone0.json", tmp_path / "drone1.json"]
     procs = [_bringup(w + ["--drones", "2", "--sim-only", "--starts", _points(tmp_path / "s.json", starts),
