@@ -7,13 +7,14 @@ filled from the shared topic (absolute, ``/swarm/trajectories`` by default, so t
 their own namespaces ``/drone<i>`` meet on it), and ``publish`` sends this drone's B-spline there
 (``conversions.swarm_broadcast_to_msg``; the encoding is in docs/swarm.md).
 
-A broadcast is not fed to the table when it arrives but at the node's next planning tick after
-its arrival (:meth:`RosBroadcast.take_pending`, called at the start of each tick with the tick's
-time): at a tick due at ``T``, exactly the broadcasts that arrived while this node's ROS clock read
-less than ``T`` are in. In lockstep the clock stands at ``T`` while the drones' ticks of ``T`` run
-concurrently, so a peer's broadcast of that same instant is never used at ``T`` (whether it has
-already arrived or not), and the earlier ones are in unless DDS delivered one later than a whole
-planning period of sim time: which broadcasts a plan sees does not depend on the machine's load.
+A broadcast is not fed to the table when it arrives but at the start of this node's first planning
+tick after it was *sent* (:meth:`RosBroadcast.take_pending`, with the tick's time; the message's
+stamp is its send time): at a tick due at ``T``, the broadcasts sent before ``T`` that have arrived
+are in, those sent at ``T`` or later are not. In lockstep every drone's tick of ``T`` runs while
+the clock stands at ``T``, so a peer's broadcast of that same instant is never used at ``T``
+(whether it has already arrived or not), and the earlier ones have arrived unless DDS took longer
+than a whole planning period of sim time: which broadcasts a plan sees does not depend on the
+machine's load, nor on the order in which this node's executor took the clock and the broadcast.
 The receive time (the time base of the table's timeout) is the tick's time. A message that cannot be read is refused with a throttled log
 line and counted (``refused``). A message with this drone's own id is never fed to the table: the
 node's own publications come back on the topic it also subscribes (skipped quietly); one from
@@ -66,7 +67,7 @@ class RosBroadcast:
         self.duplicate_id = 0
         self.peers: Dict[int, int] = {}  # drone id -> broadcasts taken
         self._own_gids: set = set()
-        self._pending: list = []  # (arrival ROS time ns, drone id, control points, dt, t_start), arrival order
+        self._pending: list = []  # (send time ns, drone id, control points, dt, t_start), arrival order
         self.pub = node.create_publisher(MultiDOFJointTrajectory, topic, SWARM_QOS)
         self.sub = node.create_subscription(MultiDOFJointTrajectory, topic, self._on_broadcast, SWARM_QOS)
         self.topic = self.pub.topic_name
@@ -79,8 +80,8 @@ class RosBroadcast:
     def publish(self, drone_id: int, spline, t_start: float, t_now: float) -> None:
         """Broadcast ``spline`` (a cubic UniformBSpline) starting at ``t_start`` s (ROS clock)."""
         try:
-            msg = conv.swarm_broadcast_to_msg(drone_id, spline.control_points, spline.dt, max(float(t_start), 0.0),
-                                              self.frame_id)
+            msg = conv.swarm_broadcast_to_msg(drone_id, spline.control_points, spline.dt, float(t_start),
+                                              max(float(t_now), 0.0), self.frame_id)
         except ValueError as exc:  # a trajectory that cannot be sent: the others keep the previous one
             if self.throttle("send"):
                 self.node.get_logger().warning(f"swarm broadcast not sent: {exc}")
@@ -105,7 +106,7 @@ class RosBroadcast:
     def _on_broadcast(self, msg: MultiDOFJointTrajectory, info) -> None:  # (two arguments: rclpy passes the info)
         log = self.node.get_logger()
         try:
-            drone_id, q, dt, t_start = conv.msg_to_swarm_broadcast(msg, self.frame_id)
+            drone_id, q, dt, t_start, sent = conv.msg_to_swarm_broadcast(msg, self.frame_id)
         except ValueError as exc:
             self.refused += 1
             if self.throttle("refused"):
@@ -118,12 +119,12 @@ class RosBroadcast:
                     log.warning(f"swarm broadcast with this drone's own id {drone_id} from another node "
                                 f"({self.duplicate_id} so far): two drones share an id; ignored")
             return
-        self._pending.append((self.node.get_clock().now().nanoseconds, drone_id, q, dt, t_start))
+        self._pending.append((int(round(sent * 1e9)), drone_id, q, dt, t_start))
         del self._pending[:-MAX_PENDING]
 
     def take_pending(self, tick_ns: int) -> int:
-        """Feed the table every broadcast that arrived before ROS time ``tick_ns`` (in arrival order;
-        received at the tick's time); returns how many were taken."""
+        """Feed the table every broadcast sent before ROS time ``tick_ns`` that has arrived (in arrival
+        order; received at the tick's time); returns how many were taken."""
         due = [p for p in self._pending if p[0] < tick_ns]
         if not due:
             return 0

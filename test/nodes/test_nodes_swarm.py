@@ -44,14 +44,16 @@ def _spline(seed=0, n=9, dt=0.24):
 # ---------------------------------------------------------------------------------------------
 def test_broadcast_round_trip_keeps_the_spline_the_start_time_and_the_id():
     spline = _spline()
-    msg = conv.swarm_broadcast_to_msg(3, spline.control_points, spline.dt, 12.345678901)
+    # a spline that started 0.7 s before it was sent (a re-broadcast): the first offsets are negative
+    msg = conv.swarm_broadcast_to_msg(3, spline.control_points, spline.dt, 12.345678901, 13.045678901)
     assert msg.joint_names == ["drone3"] and msg.header.frame_id == "map"
-    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (12, 345678901)
-    drone_id, q, dt, t_start = conv.msg_to_swarm_broadcast(msg)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (13, 45678901)
+    assert conv.duration_to_seconds(msg.points[0].time_from_start) == pytest.approx(-0.7, abs=1e-9)
+    drone_id, q, dt, t_start, sent = conv.msg_to_swarm_broadcast(msg)
     assert drone_id == 3
     np.testing.assert_array_equal(q, spline.control_points)
     assert dt == pytest.approx(spline.dt, abs=1e-9)
-    assert t_start == pytest.approx(12.345678901, abs=1e-9)
+    assert t_start == pytest.approx(12.345678901, abs=1e-9) and sent == pytest.approx(13.045678901, abs=1e-9)
     # the receiver's table predicts the sender where the sender's own spline says it is
     table = SwarmTrajectoryTable()
     assert table.update(drone_id, q, dt, t_start, received_t=t_start)
@@ -75,6 +77,10 @@ def _bad_messages():
     m = good(); m.points[2].transforms[0].translation.x = 1e30; cases.append(("outside the envelope", m))  # noqa: E702
     m = good(); m.points[3].transforms = []; cases.append(("no transform", m))  # noqa: E702
     m = good(); m.points[5].time_from_start = conv.seconds_to_duration(9.0); cases.append(("not uniform", m))  # noqa
+    m = good()
+    for p in m.points:
+        p.time_from_start = conv.seconds_to_duration(conv.duration_to_seconds(p.time_from_start) - 1e9)
+    cases.append(("start outside the envelope", m))
     m = good()
     for p in m.points:
         p.time_from_start = conv.seconds_to_duration(0.0)
@@ -111,13 +117,15 @@ def test_planner_takes_peers_broadcasts_and_ignores_malformed_and_own_id_ones(ro
     bad = _bad_messages()[5][1]  # a NaN control point
     pub.publish(bad)
     pub.publish(conv.swarm_broadcast_to_msg(1, spline.control_points, spline.dt, 1.0))  # "my" id from elsewhere
-    pub.publish(conv.swarm_broadcast_to_msg(0, spline.control_points, spline.dt, 1.0))
-    pub.publish(conv.swarm_broadcast_to_msg(7, spline.control_points + 1.0, spline.dt, 1.5))
+    pub.publish(conv.swarm_broadcast_to_msg(0, spline.control_points, spline.dt, 0.5, 1.0))  # sent at 1.0 s
+    pub.publish(conv.swarm_broadcast_to_msg(7, spline.control_points + 1.0, spline.dt, 1.5, 1.5))  # sent at 1.5 s
     assert wait_for(lambda: len(link._pending) >= 2 and link.refused >= 1 and link.duplicate_id >= 1, 20.0), \
         (len(link._pending), link.refused, link.duplicate_id)
-    # taken at the first tick after their arrival (at ROS time 0 here), not on arrival nor at a tick of that time
-    assert link.table.ids() == [] and link.take_pending(0) == 0 and link.take_pending(1) == 2
-    assert link.table.ids() == [0, 7] and link.received == 2
+    # taken at the first tick after they were sent, not on arrival nor at a tick of their send time
+    assert link.table.ids() == [] and link.take_pending(1_000_000_000) == 0
+    assert link.take_pending(1_000_000_001) == 1 and link.table.ids() == [0]
+    assert link.take_pending(1_600_000_000) == 1 and link.table.ids() == [0, 7] and link.received == 2
+    assert link.table.get(7).received_t == pytest.approx(1.6)  # received at the tick's time
     np.testing.assert_array_equal(link.table.get(7).spline.control_points, spline.control_points + 1.0)
     # its own broadcasts come back on the topic too: skipped without counting them as a duplicate
     link.publish(1, spline, 2.0, 2.0)
