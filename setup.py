@@ -33,7 +33,7 @@ def _files(pattern):
 # Console scripts: one per ROS node (`ros2 run planner_pkg <name>`), plus the CLI.
 CONSOLE_SCRIPTS = [
     "planner_pkg = planner_pkg.cli:main",
-    "bringup = planner_pkg.nodes.bringup:main",
+    "bringup = planner_pkg.nodes.swarm_bringup:main",  # bringup.main plus --drones / --drone-id
     # the nodes start through planner_pkg.nodes.run: a Ctrl-C during their imports exits 0 quietly
     "sim_bridge = planner_pkg.nodes.run:sim_bridge",
     "planner_node = planner_pkg.nodes.run:planner_node",
@@ -43,6 +43,7 @@ CONSOLE_SCRIPTS = [
     "recorder = planner_pkg.nodes.run:recorder",
     "viz_node = planner_pkg.nodes.run:viz_node",
     "racer_node = planner_pkg.nodes.run:racer_node",
+    "swarm_sim = planner_pkg.nodes.run:swarm_sim",
 ]
 
 setup(

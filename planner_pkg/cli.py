@@ -289,7 +289,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point; returns the exit code instead of exiting (tests call it directly)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bringup"]:  # the ROS 2 graph without ros2 launch; needs rclpy (planner_pkg.nodes)
-        from planner_pkg.nodes.bringup import main as bringup_main
+        # (through the swarm bringup: it adds --drones / --drone-id and hands anything else to bringup.main)
+        from planner_pkg.nodes.swarm_bringup import main as bringup_main
 
         return bringup_main(argv[1:])
     parser = build_parser()

@@ -200,6 +200,7 @@ def node_parameter_configs() -> Dict[str, list]:
             out[name] = []
 
     add("sim_bridge", SIM_BRIDGE.module, [("SimBridgeConfig", "")])
+    add("swarm_sim", "planner_pkg.nodes.swarm_sim", [("SwarmSimConfig", "")])
     add("planner", PLANNER.module, [("PlannerNodeConfig", "")])
     if out["planner"]:
         ego_cls, _ = importlib.import_module(PLANNER.module)._ego_config()
@@ -235,7 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     from planner_pkg import cli_args as types
 
     p = argparse.ArgumentParser(prog="python -m planner_pkg bringup",
-                                description="Start the ROS 2 graph of a launch file without ros2 launch.")
+                                description="Start the ROS 2 graph of a launch file without ros2 launch.",
+                                epilog="EGO-Swarm: bringup sim --drones N --starts S.json [--goals G.json] and "
+                                       "bringup sim --drone-id I (planner_pkg/nodes/swarm_bringup.py; "
+                                       "'bringup sim --drones 1 --help' lists their options)")
     p.add_argument("profile", choices=sorted(PROFILES), help="sim (embedded simulator), gazebo, hardware")
     p.add_argument("--params", metavar="FILE", help="parameter YAML (default: config/<profile>.yaml)")
     p.add_argument("--world", metavar="FILE", help="world file for the simulator (and the planner's geofence)")

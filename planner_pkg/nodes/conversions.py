@@ -437,6 +437,87 @@ def msg_to_trajectory(msg: MultiDOFJointTrajectory, frame_id: Optional[str] = MA
 
 
 # ---------------------------------------------------------------------------------------------
+# swarm trajectory broadcasts (docs/swarm.md, "Over ROS 2")
+# ---------------------------------------------------------------------------------------------
+SWARM_JOINT_PREFIX = "drone"
+#: Most control points one broadcast may carry (bounded work per message; 30 s at 0.1 s knots is 303).
+MAX_BROADCAST_POINTS = 1000
+_KNOT_TOLERANCE_S = 1e-6
+
+
+def swarm_broadcast_to_msg(drone_id: int, control_points, dt: float, t_start: float, sent_s: Optional[float] = None,
+                           frame_id: str = MAP_FRAME) -> MultiDOFJointTrajectory:
+    """One drone's cubic B-spline -> MultiDOFJointTrajectory: ``header.stamp`` = when it was sent
+    (``sent_s``, ROS clock; default ``t_start``), ``joint_names`` = ``["drone<id>"]``, point k =
+    control point k (``transforms[0]`` translation, identity rotation) with ``time_from_start`` =
+    ``t_start + k dt - stamp`` (so stamp + time_from_start is the knot time of point k; negative
+    for the points of a spline that started before it was sent)."""
+    q = np.asarray(control_points, dtype=np.float64)
+    if isinstance(drone_id, bool) or int(drone_id) != drone_id or drone_id < 0:
+        raise ValueError(f"drone id must be an int >= 0, got {drone_id!r}")
+    if q.ndim != 2 or q.shape[1] != 3 or q.shape[0] < 4:
+        raise ValueError(f"control points must be (N >= 4, 3), got shape {q.shape}")
+    if not (math.isfinite(dt) and dt > 0):
+        raise ValueError(f"knot interval must be positive and finite, got {dt!r} s")
+    sent_s = float(t_start) if sent_s is None else float(sent_s)
+    if not math.isfinite(t_start):
+        raise ValueError(f"start time must be finite, got {t_start!r} s")
+    msg = MultiDOFJointTrajectory()
+    msg.header.stamp = seconds_to_stamp(sent_s)
+    msg.header.frame_id = frame_id
+    msg.joint_names = [f"{SWARM_JOINT_PREFIX}{int(drone_id)}"]
+    offset = float(t_start) - sent_s
+    points = []
+    for k, (x, y, z) in enumerate(q.tolist()):
+        tf = Transform()
+        tf.translation.x, tf.translation.y, tf.translation.z = x, y, z
+        tf.rotation.w = 1.0
+        pt = MultiDOFJointTrajectoryPoint()
+        pt.transforms = [tf]
+        pt.time_from_start = seconds_to_duration(offset + k * dt)
+        points.append(pt)
+    msg.points = points
+    return msg
+
+
+def msg_to_swarm_broadcast(msg: MultiDOFJointTrajectory, frame_id: Optional[str] = MAP_FRAME,
+                           envelope: FlightEnvelope = DEFAULT_ENVELOPE) -> Tuple[int, np.ndarray, float, float, float]:
+    """A broadcast -> ``(drone id, control points (N, 3) m, knot interval s, start time s, sent s)``.
+    ValueError (saying what) unless: frame ``frame_id``, one joint name ``drone<id>``, 4 to
+    ``MAX_BROADCAST_POINTS`` points each with a finite translation inside ``envelope``, and
+    ``time_from_start`` o, o + dt, o + 2 dt, ... (uniform to 1 us, dt > 0, |o| within the envelope's
+    durations)."""
+    _check_frame("swarm broadcast", msg.header.frame_id, frame_id)
+    names = list(msg.joint_names)
+    if len(names) != 1 or not names[0].startswith(SWARM_JOINT_PREFIX) or not names[0][len(SWARM_JOINT_PREFIX):].isdigit():
+        raise ValueError(f"swarm broadcast joint_names must be ['{SWARM_JOINT_PREFIX}<id>'], got {names}")
+    drone_id = int(names[0][len(SWARM_JOINT_PREFIX):])
+    n = len(msg.points)
+    if not 4 <= n <= MAX_BROADCAST_POINTS:
+        raise ValueError(f"swarm broadcast has {n} control points; a cubic B-spline needs 4 to {MAX_BROADCAST_POINTS}")
+    q = np.empty((n, 3))
+    tfs = np.empty(n)
+    for k, pt in enumerate(msg.points):
+        if not pt.transforms:
+            raise ValueError(f"swarm broadcast point {k} has no transform")
+        q[k] = _vec(pt.transforms[0].translation)
+        tfs[k] = duration_to_seconds(pt.time_from_start)
+    if not np.isfinite(q).all():
+        raise ValueError(f"swarm broadcast point {int(np.argmax(~np.isfinite(q).all(axis=1)))} is not finite")
+    for k in (0, int(np.argmax(np.abs(q).max(axis=1)))):
+        envelope.check_position(f"swarm broadcast point {k}", q[k].tolist())
+    dt = float(tfs[1] - tfs[0])
+    if not (dt > 0 and math.isfinite(dt)):
+        raise ValueError(f"swarm broadcast knot interval {dt!r} s is not positive")
+    off = np.abs(tfs - tfs[0] - dt * np.arange(n))
+    if off.max() > _KNOT_TOLERANCE_S:
+        raise ValueError("swarm broadcast time_from_start must step by one uniform knot interval")
+    envelope.check_duration("swarm broadcast start offset", abs(float(tfs[0])))
+    sent = stamp_to_seconds(msg.header.stamp)
+    return drone_id, q, dt, sent + float(tfs[0]), sent
+
+
+# ---------------------------------------------------------------------------------------------
 # markers
 # ---------------------------------------------------------------------------------------------
 def _color(rgba: Sequence[float]) -> ColorRGBA:

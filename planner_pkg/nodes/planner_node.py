@@ -49,6 +49,7 @@ from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters
+from planner_pkg.nodes.swarm_link import SWARM_TOPIC, RosBroadcast
 from planner_pkg.nodes.sampled_trajectory import (SampledTrajectory, hold_trajectory, sample_trajectory,
                                                   setpoint_trajectory, trajectory_span)
 from planner_pkg.sim.camera import DepthCamera
@@ -107,9 +108,17 @@ class PlannerNodeConfig(Config, prefix=""):
                                         "under use_sim_time with lockstep_report: the EGO planner's wall-clock "
                                         "safety nets (optimiser, A*, retry time limits) are multiplied by this, "
                                         "because sim time stands still while it plans (1 = as configured)"})
+    swarm_drone_id: int = field(default=-1, metadata={"range": (-1, 10_000), "read_only": True, "description":
+                                "EGO-Swarm: this drone's id on the shared broadcast topic (-1 = fly alone; "
+                                "docs/swarm.md)"})
+    swarm_topic: str = field(default=SWARM_TOPIC, metadata={"read_only": True, "description":
+                             "EGO-Swarm: the shared trajectory broadcast topic (absolute: every drone's namespace "
+                             "meets on it)"})
     camera: CameraParams = field(default_factory=CameraParams)
 
     def _check(self):
+        if self.swarm_drone_id >= 0 and not self.swarm_topic.startswith("/"):
+            raise self._error("swarm_topic", f"must be absolute (start with '/'), got {self.swarm_topic!r}")
         if not all(lo < hi for lo, hi in zip(self.geofence_min_m, self.geofence_max_m)):
             raise self._error("geofence_min_m", f"{list(self.geofence_min_m)} must be below geofence_max_m "
                               f"{list(self.geofence_max_m)} on every axis")
@@ -136,6 +145,7 @@ class PlannerNode(Node):
         self.throttle = c.Throttle(2.0)
         self.planner = None
         self.planner_error = ""
+        self.swarm: Optional[RosBroadcast] = None  # EGO-Swarm: the broadcast topic (swarm_drone_id >= 0)
         # before the planner: its time limits depend on it
         self.lockstep = LockstepParticipant(self, cfg.lockstep_report, frames=True,
                                             trajectories=True, goals=True)
@@ -210,7 +220,12 @@ class PlannerNode(Node):
                 if self.time_limit_scale != 1.0:
                     ego = ego.with_time_limits_scaled(self.time_limit_scale)
                 self.planner = self._ego_planner_cls(ego)
+                if cfg.swarm_drone_id >= 0:
+                    self.planner = self._swarm_agent(self.planner, cfg, ego.swarm.timeout_s)
             else:
+                if cfg.swarm_drone_id >= 0:
+                    self.log.error(f"swarm_drone_id {cfg.swarm_drone_id} given but planner '{cfg.planner}' is not "
+                                   f"the EGO planner: this drone flies alone (no broadcasts, others unknown)")
                 self.planner = make_planner(cfg.planner, PlannerOptions(
                     max_vel_mps=cfg.max_vel_mps, model_path=cfg.model_path or None, seed=cfg.seed))
             self.planner_error = ""
@@ -218,6 +233,16 @@ class PlannerNode(Node):
             self.planner = None
             self.planner_error = f"cannot build planner '{cfg.planner}': {exc}"
             self.log.error(self.planner_error)
+
+    def _swarm_agent(self, planner, cfg: PlannerNodeConfig, timeout_s: float):
+        """The EGO planner as one drone of a swarm: it knows the others from the broadcast topic and
+        broadcasts its own trajectory after every tick (planning.swarm.SwarmAgent)."""
+        from planner_pkg.planning.swarm import SwarmAgent
+
+        if self.swarm is None:
+            self.swarm = RosBroadcast(self, cfg.swarm_drone_id, cfg.swarm_topic, timeout_s, cfg.frame_id)
+            self.log.info(f"swarm drone {cfg.swarm_drone_id}: trajectories on {self.swarm.topic}")
+        return SwarmAgent(planner, cfg.swarm_drone_id, self.swarm)
 
     def _config_changed(self, _config) -> None:
         """A runtime parameter change: rebuild the planner and resume the current goal."""
@@ -385,6 +410,8 @@ class PlannerNode(Node):
         # (in lockstep every tick, also one that planned nothing, is then reported)
         tick_ns = self.get_clock().now().nanoseconds
         try:
+            if self.swarm is not None:
+                self.swarm.take_pending(tick_ns)  # the peers' broadcasts that arrived before this tick
             self._fuse_pending_frames()
             self._plan_tick()
         finally:
@@ -407,6 +434,8 @@ class PlannerNode(Node):
         cfg = self.params.config
         now = c.now_s(self)
         if self.planner is None or self.goal is None or self.state is None:
+            if self.swarm is not None and self.state is not None:
+                self._broadcast_hover(self.state)  # a drone waiting for its goal is known to the others
             return
         if now - self.odom_wall > cfg.odom_timeout_s:
             if not self.odom_lost:
@@ -446,6 +475,11 @@ class PlannerNode(Node):
         elif self.last_msg is not None and now - self.last_publish >= cfg.republish_period_s:
             self._send(self.last_msg)
             self.last_publish = now
+
+    def _broadcast_hover(self, state: VehicleState) -> None:
+        from planner_pkg.planning.swarm import hover_spline
+
+        self.swarm.publish(self.params.config.swarm_drone_id, hover_spline(state.position), state.t, state.t)
 
     def _to_samples(self, result, state: VehicleState) -> Optional[SampledTrajectory]:
         cfg = self.params.config
@@ -544,6 +578,8 @@ class PlannerNode(Node):
             ("tick_clock_ms_max", f"{max(self.tick_clock_ms):.1f}" if self.tick_clock_ms else "n/a"),
             ("safety_net_hits", sum((getattr(stats, "safety_net_hits", None) or {}).values())),
         ] + [(k, v) for k, v in self.counters.items()]
+        if self.swarm is not None:
+            values += self.swarm.status_values()
         self.pub_status.publish(conv.make_status(f"{self.get_name()}", level, message, values, now))
 
     def destroy_node(self):

@@ -33,6 +33,7 @@ NODE_MODULES = {
     "recorder": "planner_pkg.nodes.recorder",
     "viz_node": "planner_pkg.nodes.viz_node",
     "racer_node": "planner_pkg.nodes.racer_node",
+    "swarm_sim": "planner_pkg.nodes.swarm_sim",
 }
 
 
@@ -91,6 +92,7 @@ policy_node = _entry("policy_node")
 recorder = _entry("recorder")
 viz_node = _entry("viz_node")
 racer_node = _entry("racer_node")
+swarm_sim = _entry("swarm_sim")
 
 
 if __name__ == "__main__":

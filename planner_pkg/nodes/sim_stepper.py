@@ -255,6 +255,16 @@ class EmbeddedSim:
         self.steps += 1
         self.t = self.steps * self.dt
 
+    def crash(self, reason: str) -> bool:
+        """Freeze the vehicle where it is now, for a collision found outside this simulator (another
+        vehicle: the swarm stepper); the clock goes on. False when it had already crashed."""
+        if self.crashed:
+            return False
+        self.crashed = True
+        self.crash_reason = reason
+        self._frozen_state = self.vehicle.state() if self.vehicle.is_finite() else self.state()
+        return True
+
     def _crash(self, out: SimOutputs, reason: str) -> None:
         self.crashed = True
         self.crash_reason = reason

@@ -449,6 +449,12 @@ class SwarmAgent:
         # replan_ms it does not count the time other processes held the CPU
         self.plan_cpu_ms: List[float] = []
 
+    def __getattr__(self, name):
+        # what a node shows of its planner (map, manager, fsm, guide path) is the wrapped planner's
+        if name == "planner":
+            raise AttributeError(name)
+        return getattr(self.planner, name)
+
     @property
     def stats(self):
         return self.planner.stats
@@ -472,6 +478,13 @@ class SwarmAgent:
             if others.shape[0]:
                 out = mask_depth(frame, others, r)
                 self.masked_pixels += int(np.isnan(out.depth).sum() - np.isnan(frame.depth).sum())
+        elif r > 0 and frame.points is not None and len(frame.points):  # a point cloud only (ROS `cloud`)
+            others = self.view.known_positions(frame.t)
+            if others.shape[0]:
+                keep = ~_near(frame.points, others, r)
+                if not keep.all():
+                    self.masked_pixels += int((~keep).sum())
+                    out = replace(frame, points=frame.points[keep])
         self._frame_in, self._frame_out = frame, out
         return out
 
@@ -504,9 +517,7 @@ def mask_depth(frame, centres: np.ndarray, radius_m: float):
         return frame
     rot = quaternion_to_matrix(frame.camera_orientation)
     pts = (rays[finite] * d[finite, None]) @ rot.T + np.asarray(frame.camera_position)
-    r2 = radius_m * radius_m
-    c = np.asarray(centres, dtype=np.float64).reshape(-1, 3)
-    near = (((pts[:, None, :] - c[None]) ** 2).sum(axis=2) <= r2).any(axis=1)
+    near = _near(pts, centres, radius_m)
     if not near.any():
         return frame
     idx = np.nonzero(finite)[0][near]
@@ -514,6 +525,15 @@ def mask_depth(frame, centres: np.ndarray, radius_m: float):
     flat[idx] = np.nan
     points = frame.points
     if points is not None:
-        p64 = np.asarray(points, dtype=np.float64)
-        points = points[~(((p64[:, None, :] - c[None]) ** 2).sum(axis=2) <= r2).any(axis=1)]
+        points = points[~_near(points, centres, radius_m)]
     return replace(frame, depth=flat.reshape(depth.shape), points=points)
+
+
+def _near(points, centres, radius_m: float) -> np.ndarray:
+    """(M,) bool: which of ``points`` (M, 3) lie within ``radius_m`` of any of ``centres`` (J, 3) m."""
+    p = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    near = np.zeros(p.shape[0], dtype=bool)
+    r2 = radius_m * radius_m
+    for c in np.asarray(centres, dtype=np.float64).reshape(-1, 3):  # per drone: no (M, J, 3) temporary
+        near |= ((p[:, 0] - c[0]) ** 2 + (p[:, 1] - c[1]) ** 2 + (p[:, 2] - c[2]) ** 2) <= r2
+    return near

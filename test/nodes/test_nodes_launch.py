@@ -34,8 +34,8 @@ def _node_calls(path: Path):
     return out
 
 
-def test_three_launch_files_exist():
-    assert {p.name for p in LAUNCH} == {"sim.launch.py", "gazebo.launch.py", "hardware.launch.py"}
+def test_the_launch_files_exist():
+    assert {p.name for p in LAUNCH} == {"sim.launch.py", "gazebo.launch.py", "hardware.launch.py", "swarm.launch.py"}
 
 
 @pytest.mark.parametrize("path", LAUNCH, ids=lambda p: p.name)
@@ -51,7 +51,9 @@ def test_launch_file_names_installed_executables_and_declares_arguments(path):
         assert importlib.util.find_spec(module) is not None, f"{exe} -> {module} does not exist"
     declared = {ast.literal_eval(n.args[0]) for n in ast.walk(ast.parse(source))
                 if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "DeclareLaunchArgument"}
-    assert {"namespace", "params_file", "world", "use_sim_time"} <= declared
+    # (the swarm's namespaces are /drone<i>: it takes the number of drones instead of one namespace)
+    assert ({"drones"} if path.name == "swarm.launch.py" else {"namespace"}) | {"params_file", "world",
+                                                                                "use_sim_time"} <= declared
     for name in ("sim", "gazebo", "hardware"):
         if path.name.startswith(name):
             assert f'"{name}.yaml"' in source and (ROOT / "config" / f"{name}.yaml").is_file()

@@ -312,3 +312,40 @@ def test_gazebo_writes_the_world_sdf_into_the_launch_log_folder_not_a_temp_folde
     sdf = Path(_LaunchConfig.log_dir) / "forest_small.sdf"
     assert str(sdf) in message and sdf.read_text().lstrip().startswith("<?xml")
     assert "<world" in sdf.read_text()
+
+
+def test_swarm_launch_and_bringup_start_the_same_nodes_with_the_same_parameters(standin_launch, tmp_path):
+    """launch/swarm.launch.py drones:=3 starts what ``bringup sim --drones 3`` starts: the swarm
+    simulator and a planner + trajectory server in each of /drone0../drone2, same overrides."""
+    import json
+
+    from planner_pkg.nodes import swarm_bringup
+
+    starts = [[-12.0, -1.0, 1.0], [-12.0, 0.0, 1.0], [-12.0, 1.0, 1.0]]
+    (tmp_path / "s.json").write_text(json.dumps(starts))
+    launched = [a.kwargs for a in _actions("swarm", drones="3", starts=str(tmp_path / "s.json"))
+                if type(a).__name__ == "Node"]
+    parser = bringup.build_parser()
+    swarm_bringup.add_arguments(parser)
+    args = parser.parse_args(["sim", "--drones", "3", "--starts", str(tmp_path / "s.json")])
+    assert swarm_bringup._prepare(args) is None
+    started = swarm_bringup._commands(args)
+    assert len(launched) == len(started) == 7
+    by_key = {(k["namespace"].strip("/"), k["name"]): k for k in launched}
+    for key, (spec, cmd) in started.items():
+        ns = key.split("_")[0] if key.startswith("drone") else ""
+        kwargs = by_key[(ns, spec.name)]
+        assert kwargs["executable"] == spec.executable
+        # the command's -p overrides (the last one of a name wins, as in ROS)
+        overrides = {}
+        for i, a in enumerate(cmd):
+            if a == "-p":
+                name, _, value = cmd[i + 1].partition(":=")
+                overrides[name] = yaml.safe_load(value)
+        files, launch_overrides = _launch_overrides(kwargs)
+        assert [Path(f).resolve() for f in files] == [Path(args.params).resolve()]
+        for k in ("world_file",):
+            if k in launch_overrides or k in overrides:
+                assert Path(launch_overrides.pop(k)).resolve() == Path(overrides.pop(k)).resolve()
+        assert launch_overrides == overrides, key
+    assert {k["namespace"] for k in launched} == {"", "drone0", "drone1", "drone2"}
