@@ -67,7 +67,7 @@ def test_bringup_starts_the_launch_files_nodes(profile):
     path = ROOT / "launch" / f"{profile}.launch.py"
     launched = {exe for pkg, exe in _node_calls(path) if pkg in ("PACKAGE", "planner_pkg")}
     expected = set()
-    for planner in (None, "policy"):  # planner:=policy swaps the policy node in (sim)
+    for planner in (None, "policy", "racer"):  # planner:=policy / racer swap their node in (sim)
         expected |= {spec.executable for spec in bringup.profile_specs(profile, planner)}
     assert expected == launched
     scripts = _console_scripts()
