@@ -111,11 +111,13 @@ def test_stale_stream_holds_then_lands(flavour):
             assert wait_until(lambda: abs(bridge.state().position[2] - 2.0) < 1e-3, 3.0)
         takeoff_in_offboard(bridge)
         for _ in range(4):  # the planner asks for a point 20 m east ... then dies
+            last_sent = time.monotonic()  # (taken before the call: the bridge stamps the setpoint after it)
             bridge.send_setpoint(Setpoint.hold([20.0, 0.0, 2.0]))
             time.sleep(0.05)
-        died = time.monotonic()
-        assert wait_until(lambda: bridge.status().failsafe is FailsafeReason.STREAM_STALE_HOLD, 1.5)
-        assert 0.45 <= time.monotonic() - died < 1.0  # stale_setpoint_s = 0.5 plus scheduling
+        assert wait_until(lambda: bridge.status().failsafe is FailsafeReason.STREAM_STALE_HOLD, 3.0)
+        # not before stale_setpoint_s = 0.5 s after the last setpoint; late only by the bridge's loop
+        # period and the scheduling of a loaded machine
+        assert 0.5 <= time.monotonic() - last_sent < 2.0
         assert "holding at" in bridge.status().failsafe_detail
         held = bridge.state().position.copy()
         time.sleep(0.3)
