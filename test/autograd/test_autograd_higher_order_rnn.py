@@ -45,16 +45,21 @@ OPS = {
     "sort_last": (lambda L, x: (x * x).sort().values.sin() * x, [_R.standard_normal((3, 4))]),
     "scatter": (lambda L, a, b: L.scatter(a * a, 1, _idx(L, [[0, 2], [1, 0], [3, 1]]), b * b).sin(),
                 [_R.standard_normal((3, 4)), _R.standard_normal((3, 2))]),
-    "scatter_value": (lambda L, a: (a * a).scatter(0, _idx(L, [[2, 0, 1, 1]]), 0.5).sin(), [_R.standard_normal((3, 4))]),
+    "scatter_value": (lambda L, a: (a * a).scatter(0, _idx(L, [[2, 0, 1, 1]]), 0.5).sin(),
+                      [_R.standard_normal((3, 4))]),
     "scatter_add": (lambda L, a, b: L.scatter_add(a * a, 1, _idx(L, [[0, 0], [1, 1], [3, 1]]), b * b).sin(),
                     [_R.standard_normal((3, 4)), _R.standard_normal((3, 2))]),
-    "scatter_add_dim0": (lambda L, a, b: (a * a).scatter_add(0, _idx(L, [[0, 1, 2, 0], [0, 0, 2, 2]]), b.exp()).sin(),
+    "scatter_add_dim0": (lambda L, a, b: (a * a).scatter_add(0, _idx(L, [[0, 1, 2, 0], [0, 0, 2, 2]]),
+                                                             b.exp()).sin(),
                          [_R.standard_normal((3, 4)), _R.standard_normal((2, 4))]),
-    "gather": (lambda L, x: (x * x).gather(0, _idx(L, [[0, 2, 1, 0], [0, 0, 2, 1]])).sin(), [_R.standard_normal((3, 4))]),
-    "embedding": (lambda L, w: _f(L).embedding(_idx(L, [[0, 2, 2], [3, 0, 1]]), w * w).sin(), [_R.standard_normal((4, 3))]),
+    "gather": (lambda L, x: (x * x).gather(0, _idx(L, [[0, 2, 1, 0], [0, 0, 2, 1]])).sin(),
+               [_R.standard_normal((3, 4))]),
+    "embedding": (lambda L, w: _f(L).embedding(_idx(L, [[0, 2, 2], [3, 0, 1]]), w * w).sin(),
+                  [_R.standard_normal((4, 3))]),
     "embedding_padding": (lambda L, w: _f(L).embedding(_idx(L, [[1, 4, 0], [4, 4, 2]]), w.exp(), padding_idx=1).tanh(),
                           [_R.standard_normal((5, 2))]),
-    "categorical": (lambda L, z: L.distributions.Categorical(logits=z * z).log_prob(_idx(L, [[0, 3, 1], [2, 2, 0]])).sin(),
+    "categorical": (lambda L, z: L.distributions.Categorical(logits=z * z).log_prob(
+        _idx(L, [[0, 3, 1], [2, 2, 0]])).sin(),
                     [_R.standard_normal((3, 4))]),
     "categorical_probs": (lambda L, z: L.distributions.Categorical(probs=z.exp()).log_prob(_idx(L, [1, 0])).sin(),
                           [_R.standard_normal((2, 3))]),
@@ -200,7 +205,8 @@ def test_cell_gradgradcheck(fn):
     gates = {"gru_cell": 3, "lstm_cell": 4}.get(fn, 1)
     rng = np.random.default_rng(1)
     H, I = 2, 3
-    arrs = [rng.standard_normal(s) * 0.7 for s in [(2, I), (2, H), (gates * H, I), (gates * H, H), (gates * H,), (gates * H,)]]
+    G = gates * H
+    arrs = [rng.standard_normal(s) * 0.7 for s in [(2, I), (2, H), (G, I), (G, H), (G,), (G,)]]
     if fn == "rnn_relu_cell":  # keep pre-activations away from the kink at 0
         arrs[4] += 2.0
     ts = [ag.tensor(a, requires_grad=True) for a in arrs]
@@ -312,3 +318,21 @@ def test_plain_backward_keeps_numpy_path():
     x = ag.tensor(np.ones((1, 3)), requires_grad=True)
     (g,) = ag.autograd.grad(cell(x).sum(), x)
     assert g.grad_fn is None and not g.requires_grad
+
+
+@pytest.mark.parametrize("kind", ["GRU", "LSTM", "RNN"])
+def test_layer_parameter_hessian_with_frozen_weights_matches_torch(kind):
+    """The usual training case: a constant input sequence, some parameters frozen, h0 defaulted."""
+    mine = getattr(ag.nn, kind)(3, 4).double()
+    ref = getattr(torch.nn, kind)(3, 4).double()
+    _copy_params(ref, mine)
+    x0 = np.random.default_rng(8).standard_normal((5, 2, 3))
+    res = []
+    for L, m in ((ag, mine), (torch, ref)):
+        for n, p in m.named_parameters():
+            p.requires_grad_(n not in ("weight_hh_l0", "bias_ih_l0"))
+        ps = [p for p in m.parameters() if p.requires_grad]
+        gs = L.autograd.grad((m(L.tensor(x0))[0].sin() ** 2).sum(), ps, create_graph=True)
+        hs = L.autograd.grad(sum((g * g).sum() for g in gs), ps)
+        res.append([t.detach().numpy().copy() for t in list(gs) + list(hs)])
+    _assert_same(*res)
