@@ -2,8 +2,9 @@
 NumPy only (tril/triu, topk/sort, scatter, embedding, Categorical.log_prob).
 
 Each op: first gradients and the gradient of a penalty on them equal torch's (float64, rtol 1e-9),
-and gradgradcheck (central differences of the first-order gradient) passes. Recurrent layers: a
-Hessian-vector product over the input and every parameter on a small sequence equals torch's.
+and gradgradcheck (central differences of the first-order gradient) passes; 0-d and empty inputs
+match torch too. Recurrent layers: a Hessian-vector product over the input and every parameter on
+a small sequence, and third derivatives, equal torch's.
 """
 import numpy as np
 import pytest
@@ -108,6 +109,40 @@ def test_op_gradgradcheck(name):
     fn, arrays = OPS[name]
     ts = [ag.tensor(a, dtype=ag.float64, requires_grad=True) for a in arrays]
     assert gradgradcheck(lambda *t: fn(ag, *t), ts, atol=1e-5)
+
+
+# 0-d and empty inputs: the same numbers (and the same empty shapes) as torch
+EDGE = {
+    "prod_0d_zero": (lambda L, x: x.prod() * x, [np.array(0.0)]),
+    "prod_empty_dim": (lambda L, x: x.prod(1) * 2, [np.zeros((3, 0))]),
+    "prod_empty": (lambda L, x: x.prod() * x.sum(), [np.zeros((0,))]),
+    "topk_0d": (lambda L, x: L.topk(x * x, 1)[0] * x, [np.array(0.7)]),
+    "topk_k0": (lambda L, x: L.topk(x * x, 0)[0], [np.ones((2, 3))]),
+    "sort_0d": (lambda L, x: L.sort(x * x)[0] * x, [np.array(0.7)]),
+    "sort_empty": (lambda L, x: L.sort(x * x, 0)[0] * 2, [np.zeros((0, 3))]),
+    "tril_empty": (lambda L, x: L.tril(x * x), [np.zeros((0, 3))]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE))
+def test_edge_shapes_second_order_match_torch(name):
+    fn, arrays = EDGE[name]
+    _assert_same(_grads_and_hessian_penalty(ag, fn, arrays, 1), _grads_and_hessian_penalty(torch, fn, arrays, 1))
+
+
+@pytest.mark.parametrize("op", ["scatter", "scatter_add"])
+def test_scatter_src_larger_than_index_gradgradcheck(op):
+    """src may be larger than index (only its leading block is read); torch's own backward rejects
+    the src gradient's shape here, so the reference is central differences."""
+    a = ag.tensor(np.random.default_rng(0).standard_normal((2, 3)), requires_grad=True)
+    b = ag.tensor(np.random.default_rng(1).standard_normal((3, 2)), requires_grad=True)
+    idx = ag.tensor(np.array([[0], [2]]))
+
+    def f(x, s):
+        return getattr(ag, op)(x * x, 1, idx, s * s).sin()
+    assert gradgradcheck(f, (a, b), atol=1e-5)
+    (gb,) = ag.autograd.grad(f(a, b).sum(), b)
+    assert gb.shape == (3, 2) and np.all(gb.numpy()[:, 1] == 0) and np.all(gb.numpy()[2] == 0)
 
 
 def test_prod_at_zeros_third_order_matches_torch():
@@ -231,6 +266,22 @@ def test_lstm_cell_third_order_matches_torch():
         x = L.tensor(x0, requires_grad=True)
         h, c = cell(x)
         (g1,) = L.autograd.grad((h * c).sum(), x, create_graph=True)
+        (g2,) = L.autograd.grad((g1 ** 2).sum(), x, create_graph=True)
+        (g3,) = L.autograd.grad(g2.sin().sum(), x)
+        out.append([g.detach().numpy().copy() for g in (g1, g2, g3)])
+    _assert_same(*out)
+
+
+@pytest.mark.parametrize("kind", ["GRU", "LSTM", "RNN"])
+def test_layer_third_order_matches_torch(kind):
+    mine = getattr(ag.nn, kind)(2, 3).double()
+    ref = getattr(torch.nn, kind)(2, 3).double()
+    _copy_params(ref, mine)
+    x0 = np.random.default_rng(1).standard_normal((4, 1, 2))
+    out = []
+    for L, m in ((ag, mine), (torch, ref)):
+        x = L.tensor(x0, requires_grad=True)
+        (g1,) = L.autograd.grad((m(x)[0] ** 2).sum(), x, create_graph=True)
         (g2,) = L.autograd.grad((g1 ** 2).sum(), x, create_graph=True)
         (g3,) = L.autograd.grad(g2.sin().sum(), x)
         out.append([g.detach().numpy().copy() for g in (g1, g2, g3)])
