@@ -595,17 +595,6 @@ def _varstd(self, g):
     return (A.mul(A.mul(A.sub(x, mu), gv), 2.0 / self.denom),)
 
 
-@_reg(R.ProdBackward0)
-def _prod(self, g):
-    xd, od = self.saved
-    if np.any(xd == 0):
-        return _no_double_backward(self, g)
-    x = _inp(self, 0, xd)
-    o = _unsq(_outp(self, od), self.axes, self.keepdim)
-    g = _unsq(g, self.axes, self.keepdim)
-    return (A.div(A.mul(g, o), x),)
-
-
 @_reg(R.CumsumBackward0)
 def _cumsum(self, g):
     ax = self.axis
@@ -1166,3 +1155,6 @@ def _register_cnn():
 
 
 _register_cnn()
+
+# RNN cells, prod, tril/triu, topk/sort, scatter, embedding, Categorical: in their own file
+from . import _double_extra  # noqa: E402,F401
