@@ -23,7 +23,7 @@ for the node must not depend on a timer's wake-up (a missed one stalls the fligh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence
 
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rclpy.clock import JumpThreshold
@@ -85,15 +85,16 @@ class LockstepParticipant:
     node: the rclpy node; enabled: its ``lockstep_report`` parameter (active only under
     ``use_sim_time``); frames: it takes sensor frames (wait for the manifest's frame); setpoints /
     trajectories / goals: it publishes setpoints / trajectories / accepts goals (counted in its
-    reports); follows_planners: wait for the planners' reported trajectories (trajectory server).
+    reports); follows_planners: the planner node names whose ticks and reported trajectories it
+    waits for (trajectory server; with a lockstep simulator, from each one's first report on).
     """
 
     def __init__(self, node, enabled: bool, *, frames: bool, setpoints: bool = False, trajectories: bool = False,
-                 goals: bool = False, follows_planners: bool = False):
+                 goals: bool = False, follows_planners: Sequence[str] = ()):
         self._node = node
         self.active = bool(enabled and node.get_parameter("use_sim_time").value)
         self.inputs = InputGate(frames=frames)
-        self.planners: Optional[TrajectoryGate] = TrajectoryGate() if follows_planners else None
+        self.planners: Optional[TrajectoryGate] = TrajectoryGate(follows_planners) if follows_planners else None
         self.setpoints = 0 if setpoints else -1
         self.trajectories = 0 if trajectories else -1
         self.goals = 0 if goals else -1
@@ -197,7 +198,7 @@ class LockstepParticipant:
     def _missing(self, now: int) -> str:
         why = self.inputs.missing(now)
         if not why and self.planners is not None:
-            why = self.planners.missing(now)
+            why = self.planners.missing(now, simulated=self.inputs.manifest is not None)
         return why
 
     def _drain(self) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Tuple
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -64,6 +64,15 @@ class TrajServerConfig(Config, prefix=""):
     lockstep_report: bool = field(default=True, metadata={"read_only": True, "description":
                                   "under use_sim_time: be a lockstep participant (wait for the planners' "
                                   "trajectories of each instant, report every tick and setpoint)"})
+    lockstep_planners: Tuple[str, ...] = field(default=("planner",), metadata={"read_only": True, "description":
+                                               "in lockstep: the planner nodes (names in this namespace) whose "
+                                               "ticks and trajectories each setpoint waits for, from their first "
+                                               "report on"})
+
+    def _check(self):
+        names = list(self.lockstep_planners)
+        if not names or len(set(names)) != len(names) or any(not n or "/" in n for n in names):
+            raise self._error("lockstep_planners", f"must be one or more distinct node names without '/', got {names}")
 
 
 class YawLimiter:
@@ -107,7 +116,7 @@ class TrajServer(Node):
         self.last_tick: Optional[float] = None
         self.counters = {"bad_trajectory": 0, "bad_odom": 0, "setpoints": 0}
         self.lockstep = LockstepParticipant(self, cfg.lockstep_report, frames=False,
-                                            setpoints=True, follows_planners=True)
+                                            setpoints=True, follows_planners=cfg.lockstep_planners)
         self.pub_setpoint = self.create_publisher(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, c.SETPOINT_QOS)
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
         self.create_subscription(MultiDOFJointTrajectory, c.TOPIC_TRAJECTORY, self._on_trajectory, c.TRAJECTORY_QOS)

@@ -196,9 +196,15 @@ class TrajectoryGate:
 
     ``missing(now_ns)`` is empty once every planner that reported has finished its ticks due at or
     before ``now_ns`` (its next tick is later) and every trajectory they reported has been received.
+    ``required``: planners it follows by name; while a lockstep simulator runs (``simulated``), the
+    gate also waits for each one's first report. Without that, a server whose DDS discovery of the
+    planner is still under way (discovery is per pair of nodes: the simulator may already hear the
+    planner while this server does not) would sample as if there were no planner: a flight that
+    depends on the machine's load.
     """
 
-    def __init__(self):
+    def __init__(self, required: Iterable[str] = ()):
+        self.required = tuple(required)
         self.reports: Dict[str, ParticipantReport] = {}
         self.trajectories = MessageTally("trajectories")
 
@@ -211,7 +217,11 @@ class TrajectoryGate:
     def saw_trajectory(self) -> None:
         self.trajectories.saw_message()
 
-    def missing(self, now_ns: int) -> str:
+    def missing(self, now_ns: int, simulated: bool = True) -> str:
+        if simulated:
+            for name in self.required:
+                if name not in self.reports:
+                    return f"the {name}'s first lockstep report"
         for name, r in self.reports.items():
             if r.next_ns <= now_ns:
                 return f"the {name} tick due at {r.next_ns * 1e-9:.3f} s"

@@ -165,6 +165,20 @@ def test_the_trajectory_gate_waits_for_the_planners_tick_and_its_trajectories():
     assert g.missing(100 * MS) == ""
 
 
+def test_the_trajectory_gate_waits_for_a_required_planners_first_report_under_a_lockstep_simulator():
+    """Discovery is per pair of nodes: the simulator can hear the planner (and start sim time) while the
+    trajectory server does not yet. Sampling then as if there were no planner made a loaded flight
+    differ from a quiet one; a planner the server follows by name is waited for instead."""
+    g = TrajectoryGate(required=["planner"])
+    assert g.missing(0) == "the planner's first lockstep report"
+    assert g.missing(0, simulated=False) == ""  # a clock that is not a lockstep simulator's: nobody to wait for
+    g.saw_report(report("traj_server", 100, setpoints=1))  # not a planner: no help
+    assert g.missing(0) == "the planner's first lockstep report"
+    g.saw_report(report("planner", 100, trajectories=0))
+    assert g.missing(50 * MS) == ""
+    assert g.missing(100 * MS) == "the planner tick due at 0.100 s"
+
+
 def test_two_nodes_of_one_name_are_a_fault_but_a_restart_is_not():
     b = LockstepBarrier(["planner"])
     b.saw_report(report("planner", 100, seq=1), sender=b"A")
