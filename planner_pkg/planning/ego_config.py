@@ -58,13 +58,6 @@ class EgoConfig(Config):
         guesses, a plan from a hover or after failures all of them).
     max_time_scale: the optimiser, A* and retry time budgets are multiplied by up to this much
         when planning from a hover (GEN_NEW_TRAJ) and after consecutive failed replans.
-    safe_retry_guesses: after a failed replan, while the trajectory being flown is still
-        collision free over its checked horizon (nothing forces a new one now), each tick tries at
-        most this many initial guesses (the next ones in the following ticks) at the routine
-        budget, without the ``max_time_scale`` growth; 0 = every guess with growing budgets in each
-        tick, as when the trajectory ahead is blocked. Those retries were the replan time's p95:
-        2-4 guesses of 100-500 ms CPU each, tick after tick, while the safe trajectory was flown
-        anyway (6 m/s forest).
     turn_first_rad, turn_first_speed_mps, max_turn_s: a plan from (nearly) rest, below
         turn_first_speed_mps, that leaves more than turn_first_rad away from where the camera
         looks first turns the vehicle on the spot (for at most max_turn_s), then plans again.
@@ -111,7 +104,6 @@ class EgoConfig(Config):
     max_consecutive_failures: int = setting(40, range=(1, math.inf))
     retry_budget_s: float = positive(0.05)
     max_time_scale: float = positive(4.0)
-    safe_retry_guesses: int = setting(1, range=(0, math.inf))
     turn_first_rad: float = positive(0.8)
     turn_first_speed_mps: float = positive(0.5)
     max_turn_s: float = positive(3.0)

@@ -335,10 +335,6 @@ class EgoPlanner:
             # row on the reused trajectory while the A* guess was never run)
             k = self._failures % len(attempts)
             attempts = attempts[k:] + attempts[:k]
-        if reuse and self._failures > 0 and self._collision_time is None and self.config.safe_retry_guesses > 0:
-            # the trajectory being flown is still free: no hurry, the next guesses come next tick
-            attempts = attempts[:self.config.safe_retry_guesses]
-            scale = 1.0
         out = None
         hits: Dict[str, int] = {}
         self._unobserved = None
