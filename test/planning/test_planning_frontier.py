@@ -320,6 +320,7 @@ def test_braking_in_a_turn_shares_the_deceleration_with_the_turn(turn_braking):
     q = START + np.column_stack([6.0 * np.sin(ang), 6.0 * (1.0 - np.cos(ang)), np.zeros_like(ang)])
     base = BsplineTrajectory(UniformBSpline(q, 0.1), 0.0, 0.0)
     limit = StopLimit(4.2, 6.0, 0.3, 0.15, 0.5, 0.2, 0.1, turn_braking=turn_braking)
+    assert StopLimit.from_config(UnknownSpaceConfig(turn_braking=turn_braking), 6.0, 0.2, 0.1).turn_braking is turn_braking
     traj, report = limit_to_known_space(base, m, limit, history)
     assert isinstance(traj, StopLimitedTrajectory) and report.limited and not report.cannot_stop
     assert report.known_free_m > 3.0
