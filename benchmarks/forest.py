@@ -30,6 +30,12 @@ On a loaded machine EGO's wall-clock safety nets (optimiser, A*, retry time limi
 before its deterministic iteration budgets and the outcome measures the load: ``--time-scale K``
 widens them K times (:meth:`EgoConfig.with_time_limits_scaled`, what a lockstep simulation
 does), so the deterministic budgets decide; the replan times are then still measured as flown.
+
+A/B on the same worlds in one run: ``--ego-variant LABEL KEY=VALUE ...`` (repeatable) adds a row
+``ego[LABEL]`` flown with those :class:`EgoConfig` overrides (dotted keys, YAML values, e.g.
+``--ego-variant old optimizer.clearance_margin_m=0.3``) beside the default ``ego`` row; each
+seed is flown by every EGO variant before the next seed, so a change in the machine's load
+hits all of them alike.
 """
 from __future__ import annotations
 
@@ -50,6 +56,7 @@ from planner_pkg.world import generate_world  # noqa: E402
 START = (-20.0, 0.0, 1.0)
 GOAL = (20.0, 0.0, 1.0)
 STRAIGHT_M = 40.0
+CLEARANCE_TARGET_M = 0.1  # issue 16: successful flights keep this much beyond the vehicle radius
 
 
 class _Commanded:
@@ -104,11 +111,15 @@ def default_max_acc(max_vel: float) -> float:
     return min(8.0, max(3.0, 1.5 * max_vel))
 
 
-def make_planner(name: str, max_vel: float, max_acc: float, time_scale: float = 1.0, model=None, seed: int = 0):
+def make_planner(name: str, max_vel: float, max_acc: float, time_scale: float = 1.0, model=None, seed: int = 0,
+                 overrides=None):
     """The planner ``name`` at speed limit ``max_vel`` (the policy's commanded speed; the policy
-    has no acceleration limit to set)."""
+    has no acceleration limit to set); ``overrides``: EgoConfig overrides (dotted keys)."""
     if name == "ego":
-        return EgoPlanner(EgoConfig(max_vel_mps=max_vel, max_acc_mps2=max_acc).with_time_limits_scaled(time_scale))
+        config = EgoConfig(max_vel_mps=max_vel, max_acc_mps2=max_acc)
+        if overrides:
+            config = config.with_overrides(overrides)
+        return EgoPlanner(config.with_time_limits_scaled(time_scale))
     if name == "direct":
         return DirectPlanner(DirectConfig(max_vel_mps=max_vel, max_acc_mps2=max_acc))
     if name == "policy":
@@ -118,35 +129,46 @@ def make_planner(name: str, max_vel: float, max_acc: float, time_scale: float = 
     raise ValueError(f"unknown planner {name!r}")
 
 
-def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, verbose: bool,
-             time_scale: float = 1.0, model=None):
-    rows = []
-    update_ms, replan_ms, replan_cpu_ms, fuse_ms, commanded = [], [], [], [], []
+def run_cases(entries, max_vel: float, max_acc: float, seeds, density: float, verbose: bool,
+              time_scale: float = 1.0, model=None):
+    """Fly every seed with every entry ``(label, planner name, EgoConfig overrides or None)``, the
+    entries one after the other on each seed; one result dict per entry."""
+    acc = {label: dict(rows=[], update_ms=[], replan_ms=[], replan_cpu_ms=[], fuse_ms=[], commanded=[])
+           for label, _, _ in entries}
     timeout = 3.0 * STRAIGHT_M / max_vel + 10.0
     for seed in seeds:
         world = generate_world("forest", seed, density=density, start=START, goal=GOAL)
-        planner = TimedPlanner(make_planner(name, max_vel, max_acc, time_scale, model, seed))
-        res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed))
-        s = res.summary
-        rows.append(s)
-        update_ms += planner.update_ms
-        commanded.append(planner.commanded_peak[0])
-        stats = getattr(planner.planner, "stats", None)
-        if stats is not None:
-            replan_ms += stats.replan_ms
-            replan_cpu_ms += stats.replan_cpu_ms
-            fuse_ms += stats.fuse_ms
-        if verbose:
-            print(f"  {name} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s mean={s.mean_speed_mps:5.2f} m/s "
-                  f"clear={s.min_clearance_m:6.3f} m peak={s.max_speed_mps:5.2f} (cmd {commanded[-1] if commanded[-1] > -np.inf else float('nan'):5.2f}) m/s  "
-                  f"{s.message}", flush=True)
+        for label, name, overrides in entries:
+            a = acc[label]
+            planner = TimedPlanner(make_planner(name, max_vel, max_acc, time_scale, model, seed, overrides))
+            res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed))
+            s = res.summary
+            a["rows"].append(s)
+            a["update_ms"] += planner.update_ms
+            a["commanded"].append(planner.commanded_peak[0])
+            stats = getattr(planner.planner, "stats", None)
+            if stats is not None:
+                a["replan_ms"] += stats.replan_ms
+                a["replan_cpu_ms"] += stats.replan_cpu_ms
+                a["fuse_ms"] += stats.fuse_ms
+            if verbose:
+                cmd = a["commanded"][-1]
+                print(f"  {label} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s mean={s.mean_speed_mps:5.2f} "
+                      f"m/s clear={s.min_clearance_m:6.3f} m peak={s.max_speed_mps:5.2f} "
+                      f"(cmd {cmd if cmd > -np.inf else float('nan'):5.2f}) m/s  {s.message}", flush=True)
+    return [_result(label, name, max_vel, max_acc, acc[label]) for label, name, _ in entries]
+
+
+def _result(label: str, name: str, max_vel: float, max_acc: float, a) -> dict:
+    rows, commanded = a["rows"], a["commanded"]
     ok = [s for s in rows if s.reached and not s.collided]
 
     def pct(values, q):
         return float(np.percentile(values, q)) if values else float("nan")
 
     return {
-        "planner": name,
+        "planner": label,
+        "kind": name,
         "max_vel": max_vel,
         "max_acc": max_acc,
         "episodes": len(rows),
@@ -157,16 +179,30 @@ def run_case(name: str, max_vel: float, max_acc: float, seeds, density: float, v
         "length_ratio": float(np.mean([s.path_length_m / STRAIGHT_M for s in ok])) if ok else float("nan"),
         "clear_min": min((s.min_clearance_m for s in ok), default=float("nan")),
         "clear_med": pct([s.min_clearance_m for s in ok], 50),
+        "clear_low": sum(s.min_clearance_m < CLEARANCE_TARGET_M for s in ok),
         "peak": max(s.max_speed_mps for s in rows) if rows else float("nan"),
         "peak_cmd": max(commanded, default=-np.inf) if max(commanded, default=-np.inf) > -np.inf else float("nan"),
-        "update_p50": pct(update_ms, 50),
-        "update_p95": pct(update_ms, 95),
-        "replan_p50": pct(replan_ms, 50),
-        "replan_p95": pct(replan_ms, 95),
-        "cpu_p50": pct(replan_cpu_ms, 50),
-        "cpu_p95": pct(replan_cpu_ms, 95),
-        "fuse_p50": pct(fuse_ms, 50),
+        "update_p50": pct(a["update_ms"], 50),
+        "update_p95": pct(a["update_ms"], 95),
+        "replan_p50": pct(a["replan_ms"], 50),
+        "replan_p95": pct(a["replan_ms"], 95),
+        "cpu_p50": pct(a["replan_cpu_ms"], 50),
+        "cpu_p95": pct(a["replan_cpu_ms"], 95),
+        "fuse_p50": pct(a["fuse_ms"], 50),
     }
+
+
+def _variant(values):
+    """``LABEL KEY=VALUE ...`` -> (label, {dotted key: YAML-parsed value})."""
+    import yaml
+
+    label, overrides = values[0], {}
+    for item in values[1:]:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--ego-variant {label}: {item!r} is not KEY=VALUE")
+        overrides[key] = yaml.safe_load(value)
+    return label, overrides
 
 
 def main(argv=None) -> int:
@@ -181,8 +217,17 @@ def main(argv=None) -> int:
     ap.add_argument("--density", type=float, default=0.2, help="trunks per m^2")
     ap.add_argument("--time-scale", type=float, default=1.0,
                     help="multiply EGO's wall-clock safety nets by this (>= 1; default 1: as configured)")
+    ap.add_argument("--ego-variant", nargs="+", action="append", default=[], metavar="LABEL [KEY=VALUE]",
+                    help="also fly EGO with these EgoConfig overrides (dotted keys, YAML values) as row ego[LABEL], "
+                         "seed by seed beside the default (repeatable)")
     ap.add_argument("--verbose", action="store_true", help="one line per episode")
     args = ap.parse_args(argv)
+    try:
+        variants = [_variant(v) for v in args.ego_variant]
+        for _, overrides in variants:
+            EgoConfig().with_overrides(overrides)
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.episodes < 1:
         ap.error("--episodes must be >= 1")
     if not (args.time_scale >= 1.0 and args.time_scale < float("inf")):
@@ -194,26 +239,31 @@ def main(argv=None) -> int:
     results = []
     wall0 = time.perf_counter()
     for v in args.speeds:
+        acc = args.max_acc if args.max_acc is not None else default_max_acc(v)
         for name in args.planners:
             t0 = time.perf_counter()
-            acc = args.max_acc if args.max_acc is not None else default_max_acc(v)
-            results.append(run_case(name, v, acc, seeds, args.density, args.verbose, args.time_scale, args.model))
+            entries = [(name, name, None)]
+            if name == "ego":
+                entries += [(f"ego[{label}]", "ego", overrides) for label, overrides in variants]
+            results += run_cases(entries, v, acc, seeds, args.density, args.verbose, args.time_scale, args.model)
             print(f"  ... {name} at {v:g} m/s done in {time.perf_counter() - t0:.0f} s", flush=True)
-    head = (f"{'planner':8s} {'v_max':>5s} {'a_max':>5s} {'success':>8s} {'coll':>5s} {'tout':>5s} {'speed':>6s} {'%vmax':>6s} "
-            f"{'len/L':>6s} {'clr_min':>8s} {'clr_med':>8s} {'peak':>5s} {'cmd':>5s} {'upd p50':>8s} {'upd p95':>8s} {'rpl p50':>8s} "
+    width = max([8] + [len(r["planner"]) for r in results])
+    head = (f"{'planner':{width}s} {'v_max':>5s} {'a_max':>5s} {'success':>8s} {'coll':>5s} {'tout':>5s} {'speed':>6s} {'%vmax':>6s} "
+            f"{'len/L':>6s} {'clr_min':>8s} {'clr_med':>8s} {'<0.1':>5s} {'peak':>5s} {'cmd':>5s} {'upd p50':>8s} {'upd p95':>8s} {'rpl p50':>8s} "
             f"{'rpl p95':>8s} {'cpu p50':>8s} {'cpu p95':>8s} {'fuse':>6s}")
     print()
     print(head)
     print("-" * len(head))
     for r in results:
-        acc = "    -" if r["planner"] == "policy" else f"{r['max_acc']:5.1f}"
-        cmd = "    -" if r["planner"] == "policy" else f"{r['peak_cmd'] / r['max_vel']:5.2f}"
-        print(f"{r['planner']:8s} {r['max_vel']:5.1f} {acc} {100 * r['success']:7.1f}% {r['collisions']:5d} {r['timeouts']:5d} "
+        acc = "    -" if r["kind"] == "policy" else f"{r['max_acc']:5.1f}"
+        cmd = "    -" if r["kind"] == "policy" else f"{r['peak_cmd'] / r['max_vel']:5.2f}"
+        print(f"{r['planner']:{width}s} {r['max_vel']:5.1f} {acc} {100 * r['success']:7.1f}% {r['collisions']:5d} {r['timeouts']:5d} "
               f"{r['speed']:6.2f} {100 * r['speed'] / r['max_vel']:5.0f}% {r['length_ratio']:6.3f} "
-              f"{r['clear_min']:8.3f} {r['clear_med']:8.3f} {r['peak'] / r['max_vel']:5.2f} {cmd} "
+              f"{r['clear_min']:8.3f} {r['clear_med']:8.3f} {r['clear_low']:5d} {r['peak'] / r['max_vel']:5.2f} {cmd} "
               f"{r['update_p50']:8.2f} {r['update_p95']:8.2f} "
               f"{r['replan_p50']:8.2f} {r['replan_p95']:8.2f} {r['cpu_p50']:8.2f} {r['cpu_p95']:8.2f} {r['fuse_p50']:6.2f}")
-    print("(speed m/s and len/L on successful flights; clearance m; peak, cmd: highest flown and commanded speed over "
+    print("(speed m/s and len/L on successful flights; clearance m, <0.1: successful flights with less than "
+          f"{CLEARANCE_TARGET_M:g} m; peak, cmd: highest flown and commanded speed over "
           "all flights / max_vel; times ms; "
           f"total wall {time.perf_counter() - wall0:.0f} s)")
     return 0

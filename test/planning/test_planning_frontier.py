@@ -303,3 +303,37 @@ def test_unknown_space_config_from_dict():
     with pytest.raises(ValueError, match="unknown_space"):
         EgoConfig(unknown_space={"margin_m": 0.5})
     assert replace(cfg, unknown_space=UnknownSpaceConfig()).unknown_space.stop_before_unknown
+
+
+@pytest.mark.parametrize("turn_braking", [True, False])
+def test_braking_in_a_turn_shares_the_deceleration_with_the_turn(turn_braking):
+    """A 4 m/s left turn of radius 6 m (normal acceleration 2.7 m/s^2) toward a frontier ~3.5 m
+    ahead, braking at 4.2 m/s^2: with ``turn_braking`` the reference's *total* acceleration stays
+    within the 4.2 (the tangential part gives way to the turn), without it braking and turning add
+    up to ~5 m/s^2; both stop before the frontier from every point."""
+    m = OccupancyGridMap(SMALL_MAP, center=START)
+    f = open_frame(4.0)
+    m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    history = DepthHistory(4, 0.25, 0.1)
+    history.add(0.0, f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    ang = (np.arange(-1, 24) * 0.4) / 6.0
+    q = START + np.column_stack([6.0 * np.sin(ang), 6.0 * (1.0 - np.cos(ang)), np.zeros_like(ang)])
+    base = BsplineTrajectory(UniformBSpline(q, 0.1), 0.0, 0.0)
+    limit = StopLimit(4.2, 6.0, 0.3, 0.15, 0.5, 0.2, 0.1, turn_braking=turn_braking)
+    assert StopLimit.from_config(UnknownSpaceConfig(turn_braking=turn_braking), 6.0, 0.2, 0.1).turn_braking is turn_braking
+    traj, report = limit_to_known_space(base, m, limit, history)
+    assert isinstance(traj, StopLimitedTrajectory) and report.limited and not report.cannot_stop
+    assert report.known_free_m > 3.0
+    ts, p, v, a, s = dense(traj, 0.0, 6000)
+    speed = np.linalg.norm(v, axis=1)
+    braking = (ts > traj.t_warp + 0.02) & (ts < traj.t_end - 0.02)
+    total = np.linalg.norm(a, axis=1)[braking]
+    if turn_braking:
+        assert total.max() <= 4.2 * 1.03
+    else:
+        assert total.max() > 4.2 * 1.1
+    # safe either way: from every point a stop (latency, the planned deceleration, margin) before the
+    # first point not known free
+    need = s + speed * limit.latency_s + speed ** 2 / (2.0 * limit.decel_mps2) + limit.margin_m
+    assert need.max() <= report.known_free_m + 1e-3
+    assert speed[-1] == 0.0

@@ -87,7 +87,9 @@ def test_distance_term_is_off_without_obstacles_and_far_from_them():
     # the total adds it with its weight
     off = CostProblem(q.shape[0], 0.3, 2.0, 3.0, CostWeights(distance=0.0), obstacle_points=problem.obstacle_points,
                       safe_distance_m=0.45)
-    assert total_kernel(q, problem)[0] == pytest.approx(total_kernel(q, off)[0] + distance_kernel(q, problem)[0])
+    w = problem.weights.distance
+    assert w > 0
+    assert total_kernel(q, problem)[0] == pytest.approx(total_kernel(q, off)[0] + w * distance_kernel(q, problem)[0])
 
 
 @pytest.mark.parametrize("kwargs", [dict(obstacle_points=[[0.0, 0.0, np.nan]], safe_distance_m=0.4),
