@@ -142,13 +142,14 @@ class ActorPool:
         return [getattr(w, method)(*x) for w, x in zip(self._local, args)]
 
     def submit(self, index: int, method: str, *args):
-        """Start ``method`` on worker ``index``; returns a handle for :meth:`wait_one`."""
-        if self._ray is not None:
-            return getattr(self._actors[index], method).remote(*args)
-        return getattr(self._local[index], method)(*args)
+        """Start ``method`` on worker ``index``; returns a handle for :meth:`wait_one` (Ray mode only:
+        in-process workers run in :meth:`call`)."""
+        if self._ray is None:
+            raise RuntimeError("submit() needs the Ray workers; this pool runs in-process")
+        return getattr(self._actors[index], method).remote(*args)
 
     def wait_one(self, handles: list):
-        """(position in ``handles`` of one finished call, its result); Ray only."""
+        """(position in ``handles`` of one finished call, its result); Ray mode only."""
         done, _ = self._ray.wait(handles, num_returns=1)
         pos = handles.index(done[0])
         return pos, self._ray.get(done[0])

@@ -187,6 +187,8 @@ class RaceEnv:
     def set_state(self, state) -> None:
         """Restore :meth:`get_state` (of an environment with the same vehicle count and
         configuration); ValueError naming the first array that does not fit."""
+        if not isinstance(state, dict):
+            raise ValueError(f"environment state: expected a mapping, got {type(state).__name__}")
         arrays = {}
         for o, k in _STATE_ARRAYS:
             key = f"{o}.{k}"
