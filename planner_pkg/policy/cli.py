@@ -154,8 +154,8 @@ def _cmd_eval(args) -> int:
                                   ray_address=args.ray_address)
     except ConnectionError as exc:
         raise _err(f"cannot reach the Ray cluster at {args.ray_address!r}: {exc}", 1) from None
-    print(f"policy {path}: {args.vehicle}, {args.world_kind} worlds (unseen: odd seeds from {2 * args.first_world + 1}), "
-          f"{args.workers} worker(s)")
+    print(f"policy {path}: {args.vehicle}, {args.world_kind} worlds (unseen: odd seeds from "
+          f"{2 * args.first_world + 1}), {args.workers} worker(s)")
     print(format_results(results))
     if args.json:
         out = Path(args.json)

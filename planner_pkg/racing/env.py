@@ -22,7 +22,8 @@ from planner_pkg.racing import quad
 from planner_pkg.racing.gates import GateArrays, gate_events
 from planner_pkg.racing.track import Track, random_track, track_from_dict
 
-__all__ = ["RaceEnv", "build_observation", "rng_state", "set_rng_state", "obs_dim", "ACTION_DIM", "CRASH_NONE", "CRASH_GATE", "CRASH_GROUND", "CRASH_BOUNDS",
+__all__ = ["RaceEnv", "build_observation", "rng_state", "set_rng_state", "obs_dim", "ACTION_DIM",
+           "CRASH_NONE", "CRASH_GATE", "CRASH_GROUND", "CRASH_BOUNDS",
            "CRASH_NAMES"]
 
 ACTION_DIM = 4
