@@ -69,3 +69,20 @@ def test_policy_eval_rejects_a_bad_ray_address(capsys):
 
     assert main(["policy", "eval", "--episodes", "1", "--workers", "2", "--ray-address", "nowhere"]) == 2
     assert "--ray-address must be" in capsys.readouterr().err
+
+
+def test_a_loaded_policy_refuses_pickling_rather_than_fly_differently():
+    """A pickled runtime Model used to load and run, with its kernels cut off from its buffers (the
+    copy flew other paths: found shipping the policy to Ray actors); the workers get the file's bytes."""
+    import copy
+    import pickle
+
+    from planner_pkg.policy.export import default_model_path, load_policy, load_policy_bytes
+
+    policy = load_policy(default_model_path())
+    for clone in (pickle.dumps, copy.deepcopy):
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            clone(policy)
+    with open(default_model_path(), "rb") as f:
+        again = load_policy_bytes(f.read(), "shipped")
+    assert again.path == "shipped" and again.config == policy.config
