@@ -24,18 +24,23 @@ Printed per planner and max_vel:
   counts the time other processes held the core);
 - map fuse p50: wall time to fuse one depth frame into the map (EGO only; runs in observe()).
 
-Never pass/fail on time (machines differ). Run on one core for comparable numbers:
-``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/forest.py --episodes 100``.
-On a loaded machine EGO's wall-clock safety nets (optimiser, A*, retry time limits) fire long
-before its deterministic iteration budgets and the outcome measures the load: ``--time-scale K``
-widens them K times (:meth:`EgoConfig.with_time_limits_scaled`, what a lockstep simulation
-does), so the deterministic budgets decide; the replan times are then still measured as flown.
+``--workers N [--ray-address local|auto|ray://host:port]`` spreads the episodes over Ray actors
+(planner_pkg.pool); each episode depends only on its seed and case, so the outcomes equal the
+one-worker run's (test/policy/test_policy_eval_pool.py), EGO's aside: its wall-clock safety nets
+make it load-dependent at any worker count (see --time-scale).
 
 A/B on the same worlds in one run: ``--ego-variant LABEL KEY=VALUE ...`` (repeatable) adds a row
 ``ego[LABEL]`` flown with those :class:`EgoConfig` overrides (dotted keys, YAML values, e.g.
 ``--ego-variant old optimizer.clearance_margin_m=0.3``) beside the default ``ego`` row; each
 seed is flown by every EGO variant before the next seed, so a change in the machine's load
 hits all of them alike.
+
+Never pass/fail on time (machines differ). Run on one core for comparable numbers:
+``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/forest.py --episodes 100``.
+On a loaded machine EGO's wall-clock safety nets (optimiser, A*, retry time limits) fire long
+before its deterministic iteration budgets and the outcome measures the load: ``--time-scale K``
+widens them K times (:meth:`EgoConfig.with_time_limits_scaled`, what a lockstep simulation
+does), so the deterministic budgets decide; the replan times are then still measured as flown.
 """
 from __future__ import annotations
 
@@ -129,45 +134,67 @@ def make_planner(name: str, max_vel: float, max_acc: float, time_scale: float = 
     raise ValueError(f"unknown planner {name!r}")
 
 
-def run_cases(entries, max_vel: float, max_acc: float, seeds, density: float, verbose: bool,
-              time_scale: float = 1.0, model=None):
-    """Fly every seed with every entry ``(label, planner name, EgoConfig overrides or None)``, the
-    entries one after the other on each seed; one result dict per entry."""
-    acc = {label: dict(rows=[], update_ms=[], replan_ms=[], replan_cpu_ms=[], fuse_ms=[], commanded=[])
-           for label, _, _ in entries}
-    timeout = 3.0 * STRAIGHT_M / max_vel + 10.0
-    for seed in seeds:
-        world = generate_world("forest", seed, density=density, start=START, goal=GOAL)
-        for label, name, overrides in entries:
-            a = acc[label]
-            planner = TimedPlanner(make_planner(name, max_vel, max_acc, time_scale, model, seed, overrides))
-            res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed))
-            s = res.summary
-            a["rows"].append(s)
-            a["update_ms"] += planner.update_ms
-            a["commanded"].append(planner.commanded_peak[0])
-            stats = getattr(planner.planner, "stats", None)
-            if stats is not None:
-                a["replan_ms"] += stats.replan_ms
-                a["replan_cpu_ms"] += stats.replan_cpu_ms
-                a["fuse_ms"] += stats.fuse_ms
-            if verbose:
-                cmd = a["commanded"][-1]
-                print(f"  {label} v={max_vel:g} seed={seed}: {s.reason:14s} t={s.time_s:5.1f} s mean={s.mean_speed_mps:5.2f} "
-                      f"m/s clear={s.min_clearance_m:6.3f} m peak={s.max_speed_mps:5.2f} "
-                      f"(cmd {cmd if cmd > -np.inf else float('nan'):5.2f}) m/s  {s.message}", flush=True)
-    return [_result(label, name, max_vel, max_acc, acc[label]) for label, name, _ in entries]
+def run_forest_episode(cases, item):
+    """One episode: ``item`` = (index into ``cases``, seed); ``cases[k]`` holds the row label, the
+    planner name, max_vel, max_acc, density, time_scale, model and EgoConfig overrides. Returns the summary and the timings (what
+    :func:`summarize_case` pools). Depends only on its arguments (the workers of ``--workers``
+    run it in any order); EGO's wall-clock safety nets still see the load (``--time-scale``)."""
+    k, seed = item
+    c = cases[k]
+    timeout = 3.0 * STRAIGHT_M / c["max_vel"] + 10.0
+    world = generate_world("forest", seed, density=c["density"], start=START, goal=GOAL)
+    planner = TimedPlanner(make_planner(c["name"], c["max_vel"], c["max_acc"], c["time_scale"], c["model"], seed,
+                                        c.get("overrides")))
+    res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed))
+    stats = getattr(planner.planner, "stats", None)
+    return {"summary": res.summary, "update_ms": planner.update_ms, "commanded": planner.commanded_peak[0],
+            "replan_ms": list(stats.replan_ms) if stats is not None else [],
+            "replan_cpu_ms": list(stats.replan_cpu_ms) if stats is not None else [],
+            "fuse_ms": list(stats.fuse_ms) if stats is not None else []}
 
 
-def _result(label: str, name: str, max_vel: float, max_acc: float, a) -> dict:
-    rows, commanded = a["rows"], a["commanded"]
+def episode_line(case, out) -> str:
+    s, cmd = out["summary"], out["commanded"]
+    return (f"  {case.get('label', case['name'])} v={case['max_vel']:g} seed={s.seed}: {s.reason:14s} t={s.time_s:5.1f} s "
+            f"mean={s.mean_speed_mps:5.2f} m/s clear={s.min_clearance_m:6.3f} m peak={s.max_speed_mps:5.2f} "
+            f"(cmd {cmd if cmd > -np.inf else float('nan'):5.2f}) m/s  {s.message}")
+
+
+def run_cases(cases, seeds, verbose: bool = False, workers: int = 1, ray_address: str = "local", **pool):
+    """Every case over every seed, the episodes spread over ``workers`` workers of
+    :func:`planner_pkg.pool.map_items` (Ray actors for ``workers > 1``); one summary dict per case."""
+    from planner_pkg.pool import map_items
+
+    # seed by seed: every case (EGO variants included) flies a seed before the next one, so a change
+    # in the machine's load hits them alike
+    items = [(k, seed) for seed in seeds for k in range(len(cases))]
+
+    def show(n, out):
+        if verbose:
+            print(episode_line(cases[items[n][0]], out), flush=True)
+
+    out = map_items(run_forest_episode, items, workers, shared=cases, ray_address=ray_address, on_result=show, **pool)
+    per_case = [[] for _ in cases]
+    for (k, _), o in zip(items, out["results"]):
+        per_case[k].append(o)
+    return [summarize_case(c, outs) for c, outs in zip(cases, per_case)]
+
+
+def summarize_case(case, outs):
+    rows = [o["summary"] for o in outs]
+    update_ms = [x for o in outs for x in o["update_ms"]]
+    replan_ms = [x for o in outs for x in o["replan_ms"]]
+    replan_cpu_ms = [x for o in outs for x in o["replan_cpu_ms"]]
+    fuse_ms = [x for o in outs for x in o["fuse_ms"]]
+    commanded = [o["commanded"] for o in outs]
+    name, max_vel, max_acc = case["name"], case["max_vel"], case["max_acc"]
     ok = [s for s in rows if s.reached and not s.collided]
 
     def pct(values, q):
         return float(np.percentile(values, q)) if values else float("nan")
 
     return {
-        "planner": label,
+        "planner": case.get("label", name),
         "kind": name,
         "max_vel": max_vel,
         "max_acc": max_acc,
@@ -182,13 +209,14 @@ def _result(label: str, name: str, max_vel: float, max_acc: float, a) -> dict:
         "clear_low": sum(s.min_clearance_m < CLEARANCE_TARGET_M for s in ok),
         "peak": max(s.max_speed_mps for s in rows) if rows else float("nan"),
         "peak_cmd": max(commanded, default=-np.inf) if max(commanded, default=-np.inf) > -np.inf else float("nan"),
-        "update_p50": pct(a["update_ms"], 50),
-        "update_p95": pct(a["update_ms"], 95),
-        "replan_p50": pct(a["replan_ms"], 50),
-        "replan_p95": pct(a["replan_ms"], 95),
-        "cpu_p50": pct(a["replan_cpu_ms"], 50),
-        "cpu_p95": pct(a["replan_cpu_ms"], 95),
-        "fuse_p50": pct(a["fuse_ms"], 50),
+        "update_p50": pct(update_ms, 50),
+        "update_p95": pct(update_ms, 95),
+        "replan_p50": pct(replan_ms, 50),
+        "replan_p95": pct(replan_ms, 95),
+        "cpu_p50": pct(replan_cpu_ms, 50),
+        "cpu_p95": pct(replan_cpu_ms, 95),
+        "fuse_p50": pct(fuse_ms, 50),
+        "per_episode": [s.to_dict() for s in rows],
     }
 
 
@@ -217,36 +245,44 @@ def main(argv=None) -> int:
     ap.add_argument("--density", type=float, default=0.2, help="trunks per m^2")
     ap.add_argument("--time-scale", type=float, default=1.0,
                     help="multiply EGO's wall-clock safety nets by this (>= 1; default 1: as configured)")
+    ap.add_argument("--verbose", action="store_true", help="one line per episode")
     ap.add_argument("--ego-variant", nargs="+", action="append", default=[], metavar="LABEL [KEY=VALUE]",
                     help="also fly EGO with these EgoConfig overrides (dotted keys, YAML values) as row ego[LABEL], "
                          "seed by seed beside the default (repeatable)")
-    ap.add_argument("--verbose", action="store_true", help="one line per episode")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="spread the episodes over N workers (Ray actors when N > 1 and ray is installed; default 1)")
+    ap.add_argument("--ray-address", default="local", help="local (default), auto or ray://host:port")
     args = ap.parse_args(argv)
+    if args.episodes < 1:
+        ap.error("--episodes must be >= 1")
+    if args.workers < 1:
+        ap.error("--workers must be >= 1")
+    from planner_pkg.pool import check_ray_address
+
     try:
+        check_ray_address(args.ray_address)
         variants = [_variant(v) for v in args.ego_variant]
         for _, overrides in variants:
             EgoConfig().with_overrides(overrides)
     except ValueError as exc:
         ap.error(str(exc))
-    if args.episodes < 1:
-        ap.error("--episodes must be >= 1")
     if not (args.time_scale >= 1.0 and args.time_scale < float("inf")):
         ap.error("--time-scale must be a finite number >= 1")
     seeds = range(args.first_seed, args.first_seed + args.episodes)
     print(f"forest benchmark: {args.episodes} forests (seeds {seeds.start}..{seeds.stop - 1}), density "
           f"{args.density} /m^2, 40 m start-goal, quadrotor + 30 Hz depth camera"
-          + (f", EGO wall-clock safety nets x{args.time_scale:g}" if args.time_scale != 1.0 else ""), flush=True)
-    results = []
-    wall0 = time.perf_counter()
+          + (f", EGO wall-clock safety nets x{args.time_scale:g}" if args.time_scale != 1.0 else "")
+          + f", {args.workers} worker(s)", flush=True)
+    cases = []
     for v in args.speeds:
-        acc = args.max_acc if args.max_acc is not None else default_max_acc(v)
         for name in args.planners:
-            t0 = time.perf_counter()
-            entries = [(name, name, None)]
-            if name == "ego":
-                entries += [(f"ego[{label}]", "ego", overrides) for label, overrides in variants]
-            results += run_cases(entries, v, acc, seeds, args.density, args.verbose, args.time_scale, args.model)
-            print(f"  ... {name} at {v:g} m/s done in {time.perf_counter() - t0:.0f} s", flush=True)
+            rows = [(name, None)] + ([(f"ego[{label}]", overrides) for label, overrides in variants] if name == "ego" else [])
+            cases += [{"label": label, "name": name, "max_vel": v,
+                       "max_acc": args.max_acc if args.max_acc is not None else default_max_acc(v),
+                       "density": args.density, "time_scale": args.time_scale, "model": args.model,
+                       "overrides": overrides} for label, overrides in rows]
+    wall0 = time.perf_counter()
+    results = run_cases(cases, seeds, args.verbose, args.workers, args.ray_address)
     width = max([8] + [len(r["planner"]) for r in results])
     head = (f"{'planner':{width}s} {'v_max':>5s} {'a_max':>5s} {'success':>8s} {'coll':>5s} {'tout':>5s} {'speed':>6s} {'%vmax':>6s} "
             f"{'len/L':>6s} {'clr_min':>8s} {'clr_med':>8s} {'<0.1':>5s} {'peak':>5s} {'cmd':>5s} {'upd p50':>8s} {'upd p95':>8s} {'rpl p50':>8s} "

@@ -80,6 +80,13 @@ class Model:
             raise FormatError(f"the graph needs more memory than this machine has ({self._allocated} bytes of "
                               "buffers counted so far)") from None
 
+    def __reduce__(self):
+        # Pickling (and deepcopy) would copy the preallocated buffers apart from the kernels that
+        # read and write them: the copy would run, but compute something else. Refuse instead.
+        raise TypeError("an autograd_core.runtime Model cannot be pickled or deep-copied (its kernels share "
+                        "buffers that a copy would separate); send the model file's bytes and load them with "
+                        "runtime.load_bytes")
+
     # -- construction ------------------------------------------------------------------------
     def _charge(self, nbytes, what="buffers"):
         """Count `nbytes` against MAX_BUFFER_BYTES before they are allocated; every array the

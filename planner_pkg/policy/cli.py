@@ -5,6 +5,7 @@
     policy export --checkpoint model.ckpt --out model.agm
     policy eval  [--model model.agm] [--episodes 100] [--speed 3 [5 ...]] [--vehicle quadrotor|point_mass]
                  [--first-world K] [--json results.json] [--plot speed_success.png]
+                 [--workers N [--ray-address local|auto|ray://host:port]]
 
 ``planner_pkg.cli`` registers these with :func:`add_parser`; errors are raised as its CliError
 (one line on stderr, exit code 2 for bad input, 1 for a failure while running).
@@ -58,6 +59,11 @@ def add_parser(subparsers) -> None:
     ev.add_argument("--json", metavar="FILE", help="also write the results (and every episode) as JSON")
     ev.add_argument("--plot", metavar="PNG", help="also write a speed-success plot: success, mean and cruise speed "
                     "against the commanded speed (needs matplotlib)")
+    ev.add_argument("--workers", type=_positive_int, default=1, metavar="N",
+                    help="episodes spread over N workers (Ray actors when N > 1 and ray is installed; default 1, "
+                         "in-process); the results do not depend on N")
+    ev.add_argument("--ray-address", default="local", metavar="ADDR",
+                    help="local (private Ray instance, default), auto (cluster on this machine) or ray://host:port")
     ev.set_defaults(handler=_cmd_eval)
 
 
@@ -121,9 +127,14 @@ def _cmd_export(args) -> int:
 
 
 def _cmd_eval(args) -> int:
-    from planner_pkg.policy.evaluate import evaluate_policy, format_results, plot_results
+    from planner_pkg.policy.evaluate import evaluate_speeds, format_results, plot_results
     from planner_pkg.policy.export import PolicyModelError, default_model_path, load_policy
+    from planner_pkg.pool import check_ray_address
 
+    try:
+        check_ray_address(args.ray_address)
+    except ValueError as exc:
+        raise _err(str(exc)) from None
     path = args.model or default_model_path()
     if path is None:
         raise _err("no --model given and this installation ships no trained policy; train one with "
@@ -132,15 +143,19 @@ def _cmd_eval(args) -> int:
         policy = load_policy(path)
     except PolicyModelError as exc:
         raise _err(str(exc)) from None
-    results = []
-    for speed in args.speed:
-        def progress(i, summary, speed=speed):
-            print(f"  {speed:g} m/s, world {i + 1}/{args.episodes}: {summary['reason']}", file=sys.stderr, flush=True)
 
-        results.append(evaluate_policy(policy, episodes=args.episodes, speed_mps=speed, vehicle=args.vehicle,
-                                       world_kind=args.world_kind, first_world=args.first_world,
-                                       progress=progress if sys.stderr.isatty() else None))
-    print(f"policy {path}: {args.vehicle}, {args.world_kind} worlds (unseen: odd seeds from {2 * args.first_world + 1})")
+    def progress(speed, i, summary):
+        print(f"  {speed:g} m/s, world {i + 1}/{args.episodes}: {summary['reason']}", file=sys.stderr, flush=True)
+
+    try:
+        results = evaluate_speeds(policy, args.speed, episodes=args.episodes, vehicle=args.vehicle,
+                                  world_kind=args.world_kind, first_world=args.first_world,
+                                  progress=progress if sys.stderr.isatty() else None, workers=args.workers,
+                                  ray_address=args.ray_address)
+    except ConnectionError as exc:
+        raise _err(f"cannot reach the Ray cluster at {args.ray_address!r}: {exc}", 1) from None
+    print(f"policy {path}: {args.vehicle}, {args.world_kind} worlds (unseen: odd seeds from "
+          f"{2 * args.first_world + 1}), {args.workers} worker(s)")
     print(format_results(results))
     if args.json:
         out = Path(args.json)

@@ -11,21 +11,26 @@ the approach to the goal included: the runner's summary) and ``cruise_speed_mps`
 speed over the middle of the path (from 20 % to 80 % of the path length flown), which is what
 "flies at the commanded speed" means. :func:`plot_results` draws success and both speeds
 against the commanded speed (``policy eval --plot FILE``).
+
+The episodes can run on several workers (``policy eval --workers N --ray-address ...``: Ray
+actors of :mod:`planner_pkg.pool`); each depends only on its world seed, speed and policy, so
+the results are the in-process run's.
 """
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional
+from pathlib import Path
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from planner_pkg.policy.env import eval_world_seed
-from planner_pkg.policy.export import LoadedPolicy
+from planner_pkg.policy.export import LoadedPolicy, load_policy_bytes
 from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
 
-__all__ = ["EvalResult", "evaluate_policy", "format_results", "cruise_speed", "plot_results"]
+__all__ = ["EvalResult", "evaluate_policy", "evaluate_speeds", "format_results", "cruise_speed", "plot_results"]
 
 #: The part of the path length (fractions) over which ``cruise_speed_mps`` is the median speed.
 CRUISE_PATH_FRACTION = (0.2, 0.8)
@@ -92,40 +97,108 @@ def evaluate_policy(
     first_world: int = 0,
     timeout_s: Optional[float] = None,
     progress: Optional[Callable[[int, Dict], None]] = None,
+    **pool,
 ) -> EvalResult:
     """Fly ``episodes`` closed-loop episodes at ``speed_mps``; see the module docstring.
 
     world_params: generator overrides (e.g. ``count``); ``start``/``goal`` come from them or the
     generator's defaults. timeout_s: per episode; default 3 x the straight-line time + 10 s.
-    progress: called with (episode index, summary dict) after each episode.
+    progress: called with (episode index, summary dict) after each episode, in episode order.
+    pool: ``workers``, ``ray_address``, ``ray_init_kwargs``, ``in_process`` (:func:`evaluate_speeds`).
     """
-    from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
-    from planner_pkg.world import GENERATOR_PARAMS, generate_world
+    cb = None if progress is None else (lambda speed, i, summary: progress(i, summary))
+    (result,) = evaluate_speeds(policy, [speed_mps], episodes, vehicle, world_kind, world_params, first_world,
+                                timeout_s, cb, **pool)
+    return result
+
+
+def evaluate_speeds(
+    policy: LoadedPolicy,
+    speeds: Sequence[float],
+    episodes: int = 100,
+    vehicle: str = "quadrotor",
+    world_kind: str = "cluttered",
+    world_params: Optional[Mapping] = None,
+    first_world: int = 0,
+    timeout_s: Optional[float] = None,
+    progress: Optional[Callable[[float, int, Dict], None]] = None,
+    workers: int = 1,
+    ray_address: str = "local",
+    ray_init_kwargs: Optional[dict] = None,
+    in_process: bool = False,
+) -> List[EvalResult]:
+    """:func:`evaluate_policy` at every speed of ``speeds``, the episodes of all speeds spread over
+    ``workers`` workers of :func:`planner_pkg.pool.map_items` (Ray actors for ``workers > 1``
+    when ray is installed, at ``ray_address``; in-process otherwise). Each episode depends only
+    on its world seed, the speed and the policy, so the results are those of the in-process run
+    whatever the worker count. ``EvalResult.wall_s`` is the sum of the episodes' own wall times
+    (they overlap with several workers). progress: (speed, episode index, summary), in order.
+    """
+    from planner_pkg.pool import map_items
 
     params = dict(world_params or {})
-    defaults = GENERATOR_PARAMS[world_kind](**params)
+    items = [(k, i) for k in range(len(speeds)) for i in range(episodes)]
+    remote = int(workers) > 1 and not in_process
+    if remote:  # the workers load the model file's bytes (a runtime Model does not survive pickling)
+        try:
+            shipped = {"policy_bytes": Path(policy.path).read_bytes(), "policy_path": policy.path}
+        except OSError as exc:
+            raise ValueError(f"policy {policy.path!r} has no readable model file to send to the workers ({exc}); "
+                             "export it, or evaluate it with workers=1") from None
+    else:
+        shipped = {"policy": policy}
+    shared = {**shipped, "speeds": [float(v) for v in speeds], "vehicle": vehicle, "world_kind": world_kind,
+              "world_params": params, "first_world": int(first_world), "timeout_s": timeout_s}
+    on_result = None
+    if progress is not None:
+        def on_result(n, out):
+            k, i = items[n]
+            progress(float(speeds[k]), i, out[0])
+
+    out = map_items(_run_episode, items, workers, setup=_episode_context, shared=shared, ray_address=ray_address,
+                    ray_init_kwargs=ray_init_kwargs, in_process=in_process, on_result=on_result)
+    results = [EvalResult(speed_mps=float(v), vehicle=vehicle) for v in speeds]
+    for (k, _), (summary, wall) in zip(items, out["results"]):
+        results[k].episodes.append(summary)
+        results[k].wall_s += wall
+    return results
+
+
+def _episode_context(shared: Dict) -> Dict:
+    """What every episode of one worker shares: the start, goal, time limit, one planner per speed."""
+    from planner_pkg.world import GENERATOR_PARAMS
+
+    defaults = GENERATOR_PARAMS[shared["world_kind"]](**shared["world_params"])
     start = np.asarray(defaults.start, dtype=np.float64)
     goal = np.asarray(defaults.goal, dtype=np.float64)
     distance = float(np.linalg.norm(goal - start))
-    limit = timeout_s if timeout_s is not None else 3.0 * distance / speed_mps + 10.0
     heading = goal - start
-    yaw = math.atan2(heading[1], heading[0])
-    result = EvalResult(speed_mps=float(speed_mps), vehicle=vehicle)
-    wall0 = time.perf_counter()
-    planner = PolicyPlanner(policy, PolicyPlannerConfig(speed_mps=speed_mps))
-    for i in range(episodes):
-        seed = eval_world_seed(first_world + i)
-        world = generate_world(world_kind, seed, **params)
-        config = RunnerConfig(timeout_s=limit, seed=seed, vehicle=vehicle, point_cloud=False)
-        runner = ClosedLoopRunner(world, planner, config, planner_name="policy", world_name=f"{world_kind}:{seed}")
-        episode = runner.run(start, goal, start_yaw=yaw)
-        summary = episode.summary.to_dict()
-        summary["cruise_speed_mps"] = cruise_speed(episode.log.as_array())
-        result.episodes.append(summary)
-        if progress is not None:
-            progress(i, summary)
-    result.wall_s = time.perf_counter() - wall0
-    return result
+    ctx = dict(shared, start=start, goal=goal, distance=distance, yaw=math.atan2(heading[1], heading[0]))
+    policy = shared.get("policy")
+    if policy is None:
+        policy = load_policy_bytes(shared["policy_bytes"], shared["policy_path"])
+    ctx["planners"] = [PolicyPlanner(policy, PolicyPlannerConfig(speed_mps=v)) for v in shared["speeds"]]
+    return ctx
+
+
+def _run_episode(ctx: Dict, item) -> tuple:
+    """One episode (speed index k, episode i): (its summary dict, its wall time s)."""
+    from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
+    from planner_pkg.world import generate_world
+
+    t0 = time.perf_counter()
+    k, i = item
+    speed = ctx["speeds"][k]
+    limit = ctx["timeout_s"] if ctx["timeout_s"] is not None else 3.0 * ctx["distance"] / speed + 10.0
+    seed = eval_world_seed(ctx["first_world"] + i)
+    world = generate_world(ctx["world_kind"], seed, **ctx["world_params"])
+    config = RunnerConfig(timeout_s=limit, seed=seed, vehicle=ctx["vehicle"], point_cloud=False)
+    runner = ClosedLoopRunner(world, ctx["planners"][k], config, planner_name="policy",
+                              world_name=f"{ctx['world_kind']}:{seed}")
+    episode = runner.run(ctx["start"], ctx["goal"], start_yaw=ctx["yaw"])
+    summary = episode.summary.to_dict()
+    summary["cruise_speed_mps"] = cruise_speed(episode.log.as_array())
+    return summary, time.perf_counter() - t0
 
 
 def cruise_speed(log: np.ndarray) -> Optional[float]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from planner_pkg.policy.config import ConfigError, PolicyConfig, STATE_DIM, config_from_dict
 
-__all__ = ["default_model_path", "POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy",
+__all__ = ["default_model_path", "POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy", "load_policy_bytes",
            "load_policy", "policy_graph", "load_weights_from_model"]
 
 logger = logging.getLogger(__name__)
@@ -134,6 +134,14 @@ def load_policy(path: Union[str, Path]) -> LoadedPolicy:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise PolicyModelError(f"cannot read policy model {where!r}: {exc}") from None
+    return load_policy_bytes(data, where)
+
+
+def load_policy_bytes(data: bytes, where: str = "<bytes>") -> LoadedPolicy:
+    """:func:`load_policy` of a model file's contents (``where`` names it in errors and becomes
+    the policy's ``path``): how the evaluation workers of another process get the model."""
+    from autograd_core import runtime
+
     meta = _policy_metadata(data, where)
     cfg = _model_config(meta.get("config"), where)
     try:

@@ -20,9 +20,10 @@ import numpy as np
 
 from planner_pkg.racing import quad
 from planner_pkg.racing.gates import GateArrays, gate_events
-from planner_pkg.racing.track import Track, random_track
+from planner_pkg.racing.track import Track, random_track, track_from_dict
 
-__all__ = ["RaceEnv", "build_observation", "obs_dim", "ACTION_DIM", "CRASH_NONE", "CRASH_GATE", "CRASH_GROUND", "CRASH_BOUNDS",
+__all__ = ["RaceEnv", "build_observation", "rng_state", "set_rng_state", "obs_dim", "ACTION_DIM",
+           "CRASH_NONE", "CRASH_GATE", "CRASH_GROUND", "CRASH_BOUNDS",
            "CRASH_NAMES"]
 
 ACTION_DIM = 4
@@ -56,6 +57,33 @@ def build_observation(pos, vel, rot, omega, gates: GateArrays, target, prev_acti
     parts.append(pos[:, 2:3])
     parts.append(gates.half[rows, target][:, None])
     return np.concatenate(parts, axis=1)
+
+
+def rng_state(rng: np.random.Generator) -> dict:
+    """A PCG64 generator's state as plain data (ints and a str: what a checkpoint stores)."""
+    st = rng.bit_generator.state
+    return {"bit_generator": st["bit_generator"], "state": int(st["state"]["state"]), "inc": int(st["state"]["inc"]),
+            "has_uint32": int(st["has_uint32"]), "uinteger": int(st["uinteger"])}
+
+
+def set_rng_state(rng: np.random.Generator, state) -> None:
+    """Restore :func:`rng_state` into ``rng``; ValueError if it is not a PCG64 state."""
+    try:
+        if state["bit_generator"] != type(rng.bit_generator).__name__:
+            raise ValueError(f"a {state['bit_generator']!r} state for a {type(rng.bit_generator).__name__} generator")
+        rng.bit_generator.state = {"bit_generator": state["bit_generator"],
+                                   "state": {"state": int(state["state"]), "inc": int(state["inc"])},
+                                   "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"invalid random generator state: {exc}") from None
+
+
+#: The arrays of :meth:`RaceEnv.get_state` (besides the tracks and the generator): (owner, name).
+_STATE_ARRAYS = (("state", "pos"), ("state", "vel"), ("state", "rot"), ("state", "omega"), ("state", "thrust"),
+                 ("gates", "centers"), ("gates", "normals"), ("gates", "laterals"), ("gates", "half"),
+                 ("gates", "valid"), ("gates", "count"), ("env", "passed"), ("env", "first_target"),
+                 ("env", "steps"), ("env", "prev_action"), ("env", "lo"), ("env", "hi"), ("env", "done"),
+                 ("env", "crash"))
 
 
 class RaceEnv:
@@ -146,6 +174,43 @@ class RaceEnv:
         return self.observe()
 
     # ---------------------------------------------------------------------------------------
+    def _owner(self, name: str):
+        return {"state": self.state, "gates": self.gates, "env": self}[name]
+
+    def get_state(self) -> dict:
+        """Everything :meth:`step` and :meth:`reset` read, as plain data: the vehicles, their
+        tracks and gate arrays, counters and the generator's state (a checkpoint's resume point)."""
+        out = {f"{o}.{k}": getattr(self._owner(o), k).copy() for o, k in _STATE_ARRAYS}
+        out["tracks"] = [t.to_dict() if t is not None else None for t in self.tracks]
+        out["rng"] = rng_state(self.rng)
+        return out
+
+    def set_state(self, state) -> None:
+        """Restore :meth:`get_state` (of an environment with the same vehicle count and
+        configuration); ValueError naming the first array that does not fit."""
+        if not isinstance(state, dict):
+            raise ValueError(f"environment state: expected a mapping, got {type(state).__name__}")
+        arrays = {}
+        for o, k in _STATE_ARRAYS:
+            key = f"{o}.{k}"
+            if key not in state:
+                raise ValueError(f"environment state: missing {key!r}")
+            cur = getattr(self._owner(o), k)
+            v = np.asarray(state[key])
+            if v.shape != cur.shape or v.dtype != cur.dtype:
+                raise ValueError(f"environment state: {key} is {v.dtype}{list(v.shape)}, this environment "
+                                 f"holds {cur.dtype}{list(cur.shape)}")
+            arrays[key] = v
+        tracks = state.get("tracks")
+        if not isinstance(tracks, (list, tuple)) or len(tracks) != self.n:
+            raise ValueError(f"environment state: need {self.n} tracks")
+        tracks = [track_from_dict(t, f"environment state: track {i}") if t is not None else None
+                  for i, t in enumerate(tracks)]
+        set_rng_state(self.rng, state.get("rng", {}))
+        for o, k in _STATE_ARRAYS:
+            setattr(self._owner(o), k, arrays[f"{o}.{k}"].copy())
+        self.tracks = tracks
+
     def observe(self) -> np.ndarray:
         """(N, obs_dim) float64 (module docstring)."""
         st = self.state

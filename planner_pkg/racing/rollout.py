@@ -12,7 +12,7 @@ from typing import Dict
 import numpy as np
 
 from planner_pkg.racing.config import config_from_dict
-from planner_pkg.racing.env import ACTION_DIM, RaceEnv
+from planner_pkg.racing.env import ACTION_DIM, RaceEnv, rng_state, set_rng_state
 from planner_pkg.racing.network import CLIP_OBS, gaussian_log_prob, mlp_forward
 
 __all__ = ["RolloutWorker", "compute_gae"]
@@ -47,6 +47,28 @@ class RolloutWorker:
         self.obs = self.env.observe()
         self.ep_return = np.zeros(envs)
         self.ep_gates = np.zeros(envs, dtype=np.int64)
+
+    def get_state(self) -> dict:
+        """The worker's resume point as plain data: its environments, its action noise stream
+        and its running episode sums (:meth:`set_state` continues exactly where this left)."""
+        return {"env": self.env.get_state(), "action_rng": rng_state(self.action_rng), "obs": self.obs.copy(),
+                "ep_return": self.ep_return.copy(), "ep_gates": self.ep_gates.copy()}
+
+    def set_state(self, state) -> None:
+        """Restore :meth:`get_state` (of a worker with the same configuration and environment
+        count); ValueError if it does not fit."""
+        try:
+            arrays = {k: np.asarray(state[k]) for k in ("obs", "ep_return", "ep_gates")}
+            env, noise = state["env"], state["action_rng"]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"rollout worker state: missing {exc}") from None
+        for k, cur in (("obs", self.obs), ("ep_return", self.ep_return), ("ep_gates", self.ep_gates)):
+            if arrays[k].shape != cur.shape or arrays[k].dtype != cur.dtype:
+                raise ValueError(f"rollout worker state: {k} is {arrays[k].dtype}{list(arrays[k].shape)}, "
+                                 f"expected {cur.dtype}{list(cur.shape)}")
+        self.env.set_state(env)
+        set_rng_state(self.action_rng, noise)
+        self.obs, self.ep_return, self.ep_gates = (arrays[k].copy() for k in ("obs", "ep_return", "ep_gates"))
 
     def _norm(self, params, obs):
         return np.clip((obs - params["obs_mean"]) / params["obs_std"], -CLIP_OBS, CLIP_OBS)

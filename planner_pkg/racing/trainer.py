@@ -9,10 +9,18 @@ every checkpoint so a running job always leaves a usable model).
 Determinism: the networks' initialisation (``autograd_core.manual_seed(seed)``), the workers'
 tracks, starts and action noise (seeded by (seed, worker)) and the minibatch order (seeded by
 (seed, iteration)) derive from ``train.seed``; two runs with the same config and worker count give
-the same weights. A resumed run continues from the checkpoint's weights, optimiser, observation
-statistics and history with fresh episodes (the environments' mid-episode state is not saved);
-it takes ``--config``'s settings, so a resume with another reward, track generator or PPO setting
-is a fine-tune (the network and the observation layout must stay those of the checkpoint).
+the same weights.
+
+Resume: the checkpoint holds everything the next iteration reads: the weights, the optimiser
+(Adam moments and step counts), the observation statistics, the iteration counter (learning-rate
+schedule, minibatch order), autograd_core's random state, the history and every rollout worker's
+state (its environments mid-episode, their tracks and random streams, the action noise stream,
+the running episode sums). Training k iterations, stopping and resuming to N gives the weights
+of N iterations straight, bit for bit, when the resume uses the same worker count, environments
+per worker and ``env`` settings (test/racing/test_resume.py); otherwise the workers start fresh
+episodes (a warning says why). A resume takes ``--config``'s settings, so one with another
+reward, track generator or PPO setting is a fine-tune (the network and the observation layout
+must stay those of the checkpoint).
 """
 from __future__ import annotations
 
@@ -74,14 +82,58 @@ def mean_policy(params):
     return act
 
 
-def _save(path: Path, iteration: int, cfg: RaceConfig, net, opt, norm: ObsNormalizer, history, workers: int):
+def _to_tensors(obj):
+    """NumPy arrays inside ``obj`` as autograd_core tensors (what ``ag.save`` stores), dtype kept."""
+    if isinstance(obj, np.ndarray):
+        return ag.from_numpy(np.ascontiguousarray(obj))
+    if isinstance(obj, dict):
+        return {k: _to_tensors(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_tensors(v) for v in obj]
+    return obj
+
+
+def _to_arrays(obj):
+    """The inverse of :func:`_to_tensors`."""
+    if isinstance(obj, ag.Tensor):
+        return obj.detach().numpy().copy()
+    if isinstance(obj, dict):
+        return {k: _to_arrays(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_arrays(v) for v in obj]
+    return obj
+
+
+def _save(path: Path, iteration: int, cfg: RaceConfig, net, opt, norm: ObsNormalizer, history, workers: int,
+          rollout_states: List[dict]):
     table = np.array([[row.get(c, math.nan) for c in HISTORY_COLUMNS] for row in history], dtype=np.float64)
     st = norm.state()
     ag.save({"format": CHECKPOINT_FORMAT, "iteration": iteration, "config": cfg.to_dict(), "workers": workers,
              "model": net.state_dict(), "optimizer": opt.state_dict(),
-             "normalizer": {k: ag.tensor(v.astype(np.float64)) for k, v in st.items()},
+             "normalizer": {k: ag.from_numpy(v.astype(np.float64)) for k, v in st.items()},
+             "autograd_rng": ag.get_rng_state(),
+             "rollout": {"workers": workers, "envs_per_worker": cfg.train.envs_per_worker,
+                         "states": _to_tensors(rollout_states)},
              "history_columns": list(HISTORY_COLUMNS),
              "history": ag.tensor(table.reshape(-1, len(HISTORY_COLUMNS)))}, str(path))
+
+
+def _exact_resume(ck: dict, cfg: RaceConfig, workers: int, where: str) -> Optional[List[dict]]:
+    """The checkpoint's rollout worker states when this run can continue them exactly, else None
+    (with a warning saying why: the workers then start fresh episodes)."""
+    ro = ck.get("rollout")
+    why = None
+    if not isinstance(ro, dict) or not isinstance(ro.get("states"), list):
+        why = "it holds no rollout worker state (written by an older version)"
+    elif ro.get("workers") != workers or ro.get("envs_per_worker") != cfg.train.envs_per_worker:
+        why = (f"it was written by {ro.get('workers')} worker(s) of {ro.get('envs_per_worker')} environments, "
+               f"this run has {workers} of {cfg.train.envs_per_worker}")
+    elif ck["config"].env != cfg.env:
+        why = "the env settings changed"
+    if why is not None:
+        logger.warning("resuming %s with fresh episodes, not an exact continuation: %s", where, why)
+        return None
+    return _to_arrays(ro["states"])
 
 
 def load_checkpoint(path: Union[str, Path]) -> dict:
@@ -138,6 +190,7 @@ def train(cfg: RaceConfig, out: Union[str, Path], workers: int = 1, ray_address:
     norm = ObsNormalizer(d)
     history: List[Dict[str, float]] = []
     start_it = 0
+    rollout_states: Optional[List[dict]] = None
     if resume is not None:
         ck = load_checkpoint(resume)
         saved = ck["config"]
@@ -157,13 +210,20 @@ def train(cfg: RaceConfig, out: Union[str, Path], workers: int = 1, ray_address:
             norm.load({k: v.numpy() for k, v in ck["normalizer"].items()})
         except (KeyError, RuntimeError, TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {str(resume)!r} does not fit its network: {exc}") from None
+        if "autograd_rng" in ck:
+            try:
+                ag.set_rng_state(ck["autograd_rng"])
+            except (TypeError, ValueError) as exc:
+                raise CheckpointError(f"checkpoint {str(resume)!r}: bad autograd_rng: {exc}") from None
+        rollout_states = _exact_resume(ck, cfg, workers, repr(str(resume)))
         start_it = ck["iteration"]
         history = [dict(zip(HISTORY_COLUMNS, (float(v) for v in row))) for row in ck["history"].numpy()]
         if start_it >= cfg.train.iterations:
             raise ValueError(f"checkpoint {str(resume)!r} is at iteration {start_it}, train.iterations is "
                              f"{cfg.train.iterations}: nothing to do (raise train.iterations to continue)")
     end_it = cfg.train.iterations if stop_after is None else min(cfg.train.iterations, start_it + stop_after)
-    seed = cfg.train.seed + 7919 * start_it  # a resumed run draws fresh episodes
+    # a resume that cannot continue the workers' episodes draws fresh ones (not those of iteration 0)
+    seed = cfg.train.seed + (7919 * start_it if rollout_states is None else 0)
     env_steps = int(history[-1]["env_steps"]) if history else 0
     t_start = time.perf_counter()
     wall0 = history[-1]["wall_s"] if history else 0.0
@@ -177,6 +237,12 @@ def train(cfg: RaceConfig, out: Union[str, Path], workers: int = 1, ray_address:
                                                  ray_address, ray_init_kwargs, in_process) as pool:
         logger.info("race train: %d worker(s) (%s), %d envs each, %d steps per iteration", workers, pool.mode,
                     cfg.train.envs_per_worker, cfg.train.steps)
+        if rollout_states is not None:
+            try:
+                pool.load_states(rollout_states)
+            except ValueError as exc:
+                raise CheckpointError(f"checkpoint {str(resume)!r}: its rollout worker states do not fit: {exc}") \
+                    from None
         it = start_it
         for it in range(start_it, end_it):
             t0 = time.perf_counter()
@@ -212,7 +278,7 @@ def train(cfg: RaceConfig, out: Union[str, Path], workers: int = 1, ray_address:
             if (it + 1) % cfg.train.log_every == 0 or last:
                 _write_csv(paths["csv"], history)
             if (it + 1) % cfg.train.checkpoint_every == 0 or last:
-                _save(paths["checkpoint"], it + 1, cfg, net, opt, norm, history, workers)
+                _save(paths["checkpoint"], it + 1, cfg, net, opt, norm, history, workers, pool.states())
                 export_racer(net, norm, cfg, paths["model"])
             if bar is not None:
                 bar.set_postfix(gates=f"{row['gates_per_episode']:.2f}", crash=f"{row['crash_rate']:.2f}",

@@ -25,6 +25,14 @@ def test_two_ray_workers_train_and_match_the_in_process_run(tmp_path):
     a, b = load_checkpoint(r_ray.paths["checkpoint"]), load_checkpoint(r_local.paths["checkpoint"])
     for k, v in a["model"].items():  # the same batches in worker order: the same weights
         np.testing.assert_array_equal(v.numpy(), b["model"][k].numpy())
+    # the actors' checkpointed worker states (what an exact resume restores) equal the in-process ones
+    ra, rb = a["rollout"]["states"], b["rollout"]["states"]
+    assert len(ra) == len(rb) == 2
+    for sa, sb in zip(ra, rb):
+        assert sa["env"]["rng"] == sb["env"]["rng"] and sa["action_rng"] == sb["action_rng"]
+        assert sa["env"]["tracks"] == sb["env"]["tracks"]
+        np.testing.assert_array_equal(sa["obs"].numpy(), sb["obs"].numpy())
+        np.testing.assert_array_equal(sa["env"]["state.pos"].numpy(), sb["env"]["state.pos"].numpy())
     import ray
     assert not ray.is_initialized()  # the pool shut the instance it started down
 
