@@ -20,7 +20,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner_pkg.nodes.sim_stepper import EmbeddedSim  # noqa: E402
+from planner_pkg.sim.embedded import EmbeddedSim  # noqa: E402
 from planner_pkg.racing.export import default_model_path  # noqa: E402
 from planner_pkg.racing.config import TrackGenConfig  # noqa: E402
 from planner_pkg.racing.evaluate import eval_tracks, fly_tracks  # noqa: E402

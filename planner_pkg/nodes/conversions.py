@@ -31,7 +31,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory, MultiDOFJointTrajectory
 from visualization_msgs.msg import Marker, MarkerArray
 
 from planner_pkg.envelope import DEFAULT_ENVELOPE, FlightEnvelope
-from planner_pkg.nodes.sampled_trajectory import SampledTrajectory
+from planner_pkg.planning.sampled_trajectory import SampledTrajectory
 from planner_pkg.types import Setpoint, VehicleState, quaternion_from_yaw, quaternion_to_matrix, yaw_from_quaternion
 
 MAP_FRAME = "map"

@@ -50,7 +50,7 @@ from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters
 from planner_pkg.nodes.swarm_link import SWARM_TOPIC, RosBroadcast
-from planner_pkg.nodes.sampled_trajectory import (SampledTrajectory, hold_trajectory, sample_trajectory,
+from planner_pkg.planning.sampled_trajectory import (SampledTrajectory, hold_trajectory, sample_trajectory,
                                                   setpoint_trajectory, trajectory_span)
 from planner_pkg.sim.camera import DepthCamera
 from planner_pkg.sim.params import CameraParams

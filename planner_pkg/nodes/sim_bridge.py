@@ -1,6 +1,6 @@
 """Node ``sim_bridge``: the vehicle side of the graph, simulated or in Gazebo.
 
-``mode: embedded`` (default) runs :class:`~planner_pkg.nodes.sim_stepper.EmbeddedSim` on a
+``mode: embedded`` (default) runs :class:`~planner_pkg.sim.embedded.EmbeddedSim` on a
 *wall-clock* timer (it is the clock source, so its own timer cannot run on sim time), advancing
 ``real_time_factor`` x the elapsed wall time per tick (at most ``max_step_s`` at once, so a stall
 slows the simulation rather than making it jump; ``real_time_factor: 0`` = as fast as possible,
@@ -71,7 +71,7 @@ from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes import lockstep as ls
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
-from planner_pkg.nodes.sim_stepper import EmbeddedSim
+from planner_pkg.sim.embedded import EmbeddedSim
 from planner_pkg.sim.camera import DepthCamera, depth_to_world_points
 from planner_pkg.sim.lockstep import NONE_NS, LockstepBarrier, StepManifest, seconds_to_ns
 from planner_pkg.sim.params import CameraParams

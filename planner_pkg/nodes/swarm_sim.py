@@ -1,7 +1,7 @@
 """Node ``swarm_sim``: the embedded simulator for N drones (EGO-Swarm over ROS 2, docs/swarm.md).
 
-One process, one world, one clock: :class:`~planner_pkg.nodes.swarm_stepper.SwarmStepper` (N
-:class:`~planner_pkg.nodes.sim_stepper.EmbeddedSim` s stepped together, each camera seeing the
+One process, one world, one clock: :class:`~planner_pkg.sim.swarm_embedded.SwarmStepper` (N
+:class:`~planner_pkg.sim.embedded.EmbeddedSim` s stepped together, each camera seeing the
 other drones, drone-drone collisions). For each drone ``i`` the node holds a small node named
 ``sim_bridge`` in namespace ``/drone<i>`` that carries that drone's side of the single-drone
 contract (``nodes/sim_bridge.py``): it publishes ``odom``, ``depth/image``, ``cloud``, ``status``
@@ -46,7 +46,7 @@ from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes import lockstep as ls
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 from planner_pkg.nodes.sim_bridge import RESEND_CLOCK_S, SimBridgeConfig, find_world
-from planner_pkg.nodes.swarm_stepper import SwarmStepper
+from planner_pkg.sim.swarm_embedded import SwarmStepper
 from planner_pkg.sim.lockstep import NONE_NS, LockstepBarrier, StepManifest, seconds_to_ns
 
 NODE_NAME = "swarm_sim"

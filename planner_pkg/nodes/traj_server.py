@@ -38,7 +38,7 @@ from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters
-from planner_pkg.nodes.sampled_trajectory import SampledTrajectory, wrap_angle
+from planner_pkg.planning.sampled_trajectory import SampledTrajectory, wrap_angle
 from planner_pkg.types import Setpoint, VehicleState
 
 NODE_NAME = "traj_server"

@@ -15,7 +15,7 @@ from trajectory_msgs.msg import MultiDOFJointTrajectory
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.planner_node import PlannerNode
-from planner_pkg.nodes.sampled_trajectory import SampledTrajectory
+from planner_pkg.planning.sampled_trajectory import SampledTrajectory
 from planner_pkg.nodes.sim_bridge import SimBridge
 from planner_pkg.nodes.traj_server import TrajServer
 from planner_pkg.types import Setpoint, VehicleState

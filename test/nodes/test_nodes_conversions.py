@@ -7,7 +7,7 @@ import pytest
 from sensor_msgs.msg import Image, PointCloud2, PointField
 
 from planner_pkg.nodes import conversions as conv
-from planner_pkg.nodes.sampled_trajectory import SampledTrajectory, sample_trajectory, trajectory_span
+from planner_pkg.planning.sampled_trajectory import SampledTrajectory, sample_trajectory, trajectory_span
 from planner_pkg.planning.direct import StraightLineTrajectory
 from planner_pkg.types import Setpoint, VehicleState, quaternion_from_yaw
 

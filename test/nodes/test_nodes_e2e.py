@@ -262,7 +262,7 @@ def test_lockstep_simulator_waits_for_its_participants_and_a_silent_one_is_a_fau
 
 
 def test_embedded_sim_steps_to_a_time_and_follows_setpoints_forward():
-    from planner_pkg.nodes.sim_stepper import EmbeddedSim
+    from planner_pkg.sim.embedded import EmbeddedSim
     from planner_pkg.types import Setpoint
 
     world_path = ROOT / "config" / "worlds" / "forest_small.yaml"

@@ -137,7 +137,7 @@ def test_planner_takes_peers_broadcasts_and_ignores_malformed_and_own_id_ones(ro
 # the swarm simulator's physics (no DDS)
 # ---------------------------------------------------------------------------------------------
 def test_swarm_stepper_cameras_see_the_others_and_contacts_freeze_both(tmp_path):
-    from planner_pkg.nodes.swarm_stepper import SwarmStepper
+    from planner_pkg.sim.swarm_embedded import SwarmStepper
 
     (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
     world = load_world(tmp_path / "w.yaml")

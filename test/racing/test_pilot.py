@@ -89,7 +89,7 @@ def test_track_world_has_open_gates_and_solid_frames():
 
 def test_the_shipped_racer_flies_the_example_track_in_the_embedded_simulator():
     """Two laps through the rigid-body model's body-rate input (no ROS), close to ``race fly``."""
-    from planner_pkg.nodes.sim_stepper import EmbeddedSim
+    from planner_pkg.sim.embedded import EmbeddedSim
     from planner_pkg.racing.evaluate import fly_tracks
     from planner_pkg.sim.rate_control import BodyRateCommand
     from planner_pkg.world.io import world_from_dict

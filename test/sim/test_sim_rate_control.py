@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from planner_pkg.nodes.sim_stepper import EmbeddedSim
+from planner_pkg.sim.embedded import EmbeddedSim
 from planner_pkg.sim.dynamics import RigidBodyQuadrotor
 from planner_pkg.sim.params import GRAVITY_MPS2
 from planner_pkg.sim.rate_control import (BodyRateCommand, BodyRateController, MAX_COMMAND_RATE_RAD_S,

@@ -19,7 +19,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from planner_pkg.nodes import common as c  # noqa: E402
 from planner_pkg.nodes import conversions as conv  # noqa: E402
-from planner_pkg.nodes.sampled_trajectory import SampledTrajectory  # noqa: E402
+from planner_pkg.planning.sampled_trajectory import SampledTrajectory  # noqa: E402
 from planner_pkg.nodes.viz_node import TOPIC_PATH, TOPIC_TRAJECTORY_MARKERS, TOPIC_WORLD, VizNode  # noqa: E402
 from planner_pkg.types import VehicleState, quaternion_from_yaw  # noqa: E402
 from planner_pkg.world import Box, Cylinder, Sphere, World, save_world  # noqa: E402

@@ -1,6 +1,6 @@
 """N embedded simulators in one world on one clock, stepped from outside (the swarm_sim node's physics).
 
-Plain Python (no rclpy). Each vehicle is one :class:`~planner_pkg.nodes.sim_stepper.EmbeddedSim`
+Plain Python (no rclpy). Each vehicle is one :class:`~planner_pkg.sim.embedded.EmbeddedSim`
 (its own controller, setpoint, odometry and depth camera, seed ``seed + i``); what the swarm
 adds, as :class:`~planner_pkg.sim.multi.MultiVehicleRunner` does for the in-process swarm:
 
@@ -18,7 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from planner_pkg.nodes.sim_stepper import EmbeddedSim, SimOutputs
+from planner_pkg.sim.embedded import EmbeddedSim, SimOutputs
 from planner_pkg.sim.multi import ray_ball_distances
 
 __all__ = ["SwarmStepper"]
