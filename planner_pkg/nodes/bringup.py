@@ -536,6 +536,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     mission.poll()
                     _print_mission_warnings(mission)
                     if mission.done.is_set():
+                        mission.wait_for_log_end()  # the odometry up to the deciding report, still in flight
                         break
                 if args.duration and time.monotonic() - t_start >= args.duration:
                     break

@@ -33,6 +33,8 @@ __all__ = ["Mission", "SIM_NODE"]
 SIM_NODE = "sim_bridge"
 #: Longest wait, wall s, for the recorder to report that it records once it listens to the goal.
 RECORDER_WAIT_S = 10.0
+#: wall seconds a mission that ended waits for the odometry of its last instants (separate topic)
+END_SAMPLES_WAIT_S = 2.0
 
 
 def _gid_bytes(gid) -> bytes:
@@ -219,7 +221,7 @@ class Mission:
         """One input to the judge (``feed`` returns why it was refused, or None), under the lock;
         nothing once the mission is over. Accepted odometry counts as progress (see ``poll``)."""
         with self.lock:
-            if self.judge.done:
+            if self.judge.done and what != "odometry":  # late odometry may still complete the log
                 return
             why = feed()
             if why is not None:
@@ -251,6 +253,18 @@ class Mission:
                 self.judge.finish(f"not_started: no planner listened to {self.topics['goal']} within "
                                   f"{self.judge.timeout_s:g} s of sim time", latest)
             self._check_done()
+
+    def wait_for_log_end(self, timeout_s: float = END_SAMPLES_WAIT_S) -> bool:
+        """After the mission ended on a simulator report: wait (at most ``timeout_s`` wall) for the
+        odometry up to that instant, still on its way on its own topic; True when the log has it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self.lock:
+                if self.judge.log_reaches_end():
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
 
     def send_goal(self) -> bool:
         """Publish the goal once the planner subscribes and odometry flows; True when sent."""

@@ -190,6 +190,12 @@ class MissionJudge:
     def started(self) -> bool:
         return self.t_goal is not None
 
+    def log_reaches_end(self) -> bool:
+        """The flight log holds odometry up to the end of the mission (or the mission is not over)."""
+        if not self.done or self.t_end is None:
+            return True
+        return self._last_t is not None and self._last_t >= self.t_end - 1e-9
+
     def latest_time(self) -> Optional[float]:
         """The newest sim time seen (odometry or ground truth), s."""
         times = [t for t in (self._last_t, self._last_truth_t) if t is not None]
@@ -218,7 +224,13 @@ class MissionJudge:
         """One odometry sample (already finite and inside the envelope); returns why it was
         refused, or None when accepted."""
         if self.done:
-            return "the mission is over"
+            # a sample of the flight that arrives after the report that ended it (odometry and the
+            # simulator's status travel on separate topics): logged, so the flight log reaches
+            # the end; it decides nothing any more
+            if self.t_end is not None and t <= self.t_end and (self._last_t is None or t > self._last_t):
+                self._last_t = t
+                self.log.append(t, np.asarray(position, dtype=np.float64), velocity)
+            return None
         if self._last_t is not None and t < self._last_t:
             self.counts["odom_refused_time"] += 1
             why = f"odometry stamp {t:.3f} s goes back from {self._last_t:.3f} s (another clock, or a replay)"
