@@ -66,7 +66,7 @@ def _nodes(context):
         planner_params = {"use_sim_time": use_sim_time,
                           "geofence_min_m": [float(v) for v in bounds.bounds_min],
                           "geofence_max_m": [float(v) for v in bounds.bounds_max]}
-        planner_params.update(swarm_bringup.drone_overrides(i))
+        planner_params.update(swarm_bringup.drone_overrides(i, [j for j in range(drones) if j != i]))
         nodes += [
             Node(package=PACKAGE, executable="planner_node", name="planner", namespace=f"drone{i}",
                  parameters=[params_file, planner_params], output="screen", **restart(bringup.PLANNER)),

@@ -23,14 +23,14 @@ for the node must not depend on a timer's wake-up (a missed one stalls the fligh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Mapping, Optional, Sequence
 
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from planner_pkg.sim.lockstep import InputGate, ParticipantReport, StepManifest, TrajectoryGate
+from planner_pkg.sim.lockstep import InputGate, ParticipantReport, PeerGate, StepManifest, TrajectoryGate
 
 TOPIC_MANIFEST = "sim/lockstep"
 TOPIC_REPORT = "planning/lockstep"
@@ -87,10 +87,14 @@ class LockstepParticipant:
     trajectories / goals: it publishes setpoints / trajectories / accepts goals (counted in its
     reports); follows_planners: the planner node names whose ticks and reported trajectories it
     waits for (trajectory server; with a lockstep simulator, from each one's first report on).
+    broadcasts: it sends EGO-Swarm broadcasts (counted in its reports; :meth:`published_broadcast`);
+    peers: drone id -> the lockstep report topic of that peer's planner, whose ticks before this
+    one's and whose reported broadcasts (:meth:`saw_broadcast`) a tick waits for (``PeerGate``).
     """
 
     def __init__(self, node, enabled: bool, *, frames: bool, setpoints: bool = False, trajectories: bool = False,
-                 goals: bool = False, follows_planners: Sequence[str] = ()):
+                 goals: bool = False, follows_planners: Sequence[str] = (), broadcasts: bool = False,
+                 peers: Optional[Mapping[int, str]] = None):
         self._node = node
         self.active = bool(enabled and node.get_parameter("use_sim_time").value)
         self.inputs = InputGate(frames=frames)
@@ -98,6 +102,8 @@ class LockstepParticipant:
         self.setpoints = 0 if setpoints else -1
         self.trajectories = 0 if trajectories else -1
         self.goals = 0 if goals else -1
+        self.broadcasts = 0 if broadcasts else -1
+        self.peers: Optional[PeerGate] = PeerGate(sorted(peers)) if peers else None
         self.reports = 0
         self.ticks = 0
         self.clock_jumps = 0
@@ -114,6 +120,9 @@ class LockstepParticipant:
         node.create_subscription(DiagnosticStatus, TOPIC_MANIFEST, self._on_manifest, LOCKSTEP_SUB_QOS)
         if self.planners is not None:
             node.create_subscription(DiagnosticStatus, TOPIC_REPORT, self._on_report, LOCKSTEP_SUB_QOS)
+        for peer, topic in sorted((peers or {}).items()):
+            node.create_subscription(DiagnosticStatus, topic, lambda msg, peer=int(peer): self._on_peer_report(peer, msg),
+                                     LOCKSTEP_SUB_QOS)
         # the clock's jump callback runs inside rcl (C): it only wakes the executor, which then runs
         # what is due from a guard condition (an exception there is an ordinary callback exception,
         # never one thrown through rcl's C frames, and nothing runs while rcl holds the clock)
@@ -179,6 +188,16 @@ class LockstepParticipant:
             self.planners.saw_trajectory()
             self._drain()
 
+    def saw_broadcast(self, peer: int) -> None:
+        """A broadcast of drone ``peer`` arrived (also one its table then refuses: the peer counts what it sent)."""
+        if self.active and self.peers is not None:
+            self.peers.saw_broadcast(int(peer))
+            self._drain()
+
+    def published_broadcast(self) -> None:
+        if self.broadcasts >= 0:
+            self.broadcasts += 1
+
     def published_setpoint(self) -> None:
         if self.setpoints >= 0:
             self.setpoints += 1
@@ -199,6 +218,8 @@ class LockstepParticipant:
         why = self.inputs.missing(now)
         if not why and self.planners is not None:
             why = self.planners.missing(now, simulated=self.inputs.manifest is not None)
+        if not why and self.peers is not None:
+            why = self.peers.missing(now, simulated=self.inputs.manifest is not None)
         return why
 
     def _drain(self) -> None:
@@ -238,7 +259,8 @@ class LockstepParticipant:
         next_ns = min((t.next_ns for t in self._tasks), default=now)
         self.reports += 1
         report = ParticipantReport(name=self._node.get_name(), next_ns=int(next_ns), setpoints=self.setpoints,
-                                   trajectories=self.trajectories, goals=self.goals, seq=self.reports)
+                                   trajectories=self.trajectories, goals=self.goals, seq=self.reports,
+                                   broadcasts=self.broadcasts)
         self._pub.publish(to_msg(self._node.get_name(), report))
         return int(next_ns)
 
@@ -264,6 +286,17 @@ class LockstepParticipant:
         if report.name == self._node.get_name():
             return
         self.planners.saw_report(report)
+        self._drain()
+
+    def _on_peer_report(self, peer: int, msg: DiagnosticStatus) -> None:
+        try:
+            report = report_from_msg(msg)
+        except ValueError as exc:
+            self.bad_messages += 1
+            self._node.get_logger().warning(f"lockstep report of drone {peer} refused: {exc}",
+                                            throttle_duration_sec=2.0)
+            return
+        self.peers.saw_report(peer, report)
         self._drain()
 
     def status_values(self) -> list:

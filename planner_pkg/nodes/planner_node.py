@@ -49,7 +49,7 @@ from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters
-from planner_pkg.nodes.swarm_link import SWARM_TOPIC, RosBroadcast
+from planner_pkg.nodes.swarm_link import SWARM_TOPIC, RosBroadcast, peer_report_topic
 from planner_pkg.planning.sampled_trajectory import (SampledTrajectory, hold_trajectory, sample_trajectory,
                                                   setpoint_trajectory, trajectory_span)
 from planner_pkg.sim.camera import DepthCamera
@@ -114,11 +114,23 @@ class PlannerNodeConfig(Config, prefix=""):
     swarm_topic: str = field(default=SWARM_TOPIC, metadata={"read_only": True, "description":
                              "EGO-Swarm: the shared trajectory broadcast topic (absolute: every drone's namespace "
                              "meets on it)"})
+    swarm_peers: Tuple[int, ...] = field(default=(), metadata={"read_only": True, "description":
+                                         "EGO-Swarm in lockstep: the other drones' ids; a tick waits for their "
+                                         "ticks before it and for every broadcast they reported sent (their planners' "
+                                         "reports on /drone<j>/planning/lockstep), so the flight does not depend on "
+                                         "DDS delivery times (empty = plan with what has arrived)"})
     camera: CameraParams = field(default_factory=CameraParams)
 
     def _check(self):
         if self.swarm_drone_id >= 0 and not self.swarm_topic.startswith("/"):
             raise self._error("swarm_topic", f"must be absolute (start with '/'), got {self.swarm_topic!r}")
+        if self.swarm_peers:
+            if self.swarm_drone_id < 0:
+                raise self._error("swarm_peers", "given without swarm_drone_id (this drone is not in a swarm)")
+            bad = [p for p in self.swarm_peers if not 0 <= p <= 10_000 or p == self.swarm_drone_id]
+            if bad or len(set(self.swarm_peers)) != len(self.swarm_peers):
+                raise self._error("swarm_peers", f"must be distinct drone ids 0..10000 other than this drone's "
+                                  f"{self.swarm_drone_id}, got {list(self.swarm_peers)}")
         if not all(lo < hi for lo, hi in zip(self.geofence_min_m, self.geofence_max_m)):
             raise self._error("geofence_min_m", f"{list(self.geofence_min_m)} must be below geofence_max_m "
                               f"{list(self.geofence_max_m)} on every axis")
@@ -147,8 +159,10 @@ class PlannerNode(Node):
         self.planner_error = ""
         self.swarm: Optional[RosBroadcast] = None  # EGO-Swarm: the broadcast topic (swarm_drone_id >= 0)
         # before the planner: its time limits depend on it
-        self.lockstep = LockstepParticipant(self, cfg.lockstep_report, frames=True,
-                                            trajectories=True, goals=True)
+        swarm = cfg.swarm_drone_id >= 0 and cfg.planner == "ego"
+        self.lockstep = LockstepParticipant(self, cfg.lockstep_report, frames=True, trajectories=True, goals=True,
+                                            broadcasts=swarm,
+                                            peers={j: peer_report_topic(j) for j in cfg.swarm_peers} if swarm else None)
         self._build_planner()
         self.state: Optional[VehicleState] = None
         self.odom_wall = -math.inf  # ROS time (s) when the last good odometry arrived
@@ -240,7 +254,9 @@ class PlannerNode(Node):
         from planner_pkg.planning.swarm import SwarmAgent
 
         if self.swarm is None:
-            self.swarm = RosBroadcast(self, cfg.swarm_drone_id, cfg.swarm_topic, timeout_s, cfg.frame_id)
+            self.swarm = RosBroadcast(self, cfg.swarm_drone_id, cfg.swarm_topic, timeout_s, cfg.frame_id,
+                                      on_sent=self.lockstep.published_broadcast,
+                                      on_arrival=self.lockstep.saw_broadcast)
             self.log.info(f"swarm drone {cfg.swarm_drone_id}: trajectories on {self.swarm.topic}")
         return SwarmAgent(planner, cfg.swarm_drone_id, self.swarm)
 

@@ -55,6 +55,9 @@ def add_arguments(p) -> None:
     g.add_argument("--log-dir", metavar="DIR", help="--drones with --goals: write DIR/drone_<i>.csv")
     g.add_argument("--sim-only", action="store_true", help="--drones: the simulator only (drones from --drone-id bringups)")
     g.add_argument("--drone-id", type=int, metavar="I", help="only drone I's planner + traj_server, in /drone<I>")
+    g.add_argument("--peers", metavar="J,K,...", help="--drone-id: the other drones' ids; in lockstep each planning tick "
+                                                       "waits for their broadcasts sent before it (docs/swarm.md; "
+                                                       "--drones N sets this itself)")
 
 
 def _refuse_options(args) -> Optional[str]:
@@ -66,6 +69,15 @@ def _refuse_options(args) -> Optional[str]:
         return f"--drones must be 1..64, got {args.drones}"
     if args.drone_id is not None and not (0 <= args.drone_id <= 10_000):
         return f"--drone-id must be 0..10000, got {args.drone_id}"
+    if args.peers is not None:
+        if args.drone_id is None:
+            return "--peers goes with --drone-id (--drones N knows every drone)"
+        try:
+            peers = [int(v) for v in args.peers.split(",")]
+        except ValueError:
+            return f"--peers must be comma-separated drone ids, got {args.peers!r}"
+        if any(not 0 <= p <= 10_000 or p == args.drone_id for p in peers) or len(set(peers)) != len(peers):
+            return f"--peers must be distinct drone ids 0..10000 other than --drone-id {args.drone_id}, got {args.peers!r}"
     for name in ("namespace", "record", "viz", "single_process", "start"):
         if getattr(args, name, None):
             return f"--{name.replace('_', '-')} is not available with --drones / --drone-id (each drone is in /drone<i>)"
@@ -199,14 +211,16 @@ def _commands(args) -> Dict[str, tuple]:
             params["real_time_factor"] = float(args.real_time_factor)
         out[SWARM_SIM.name] = (SWARM_SIM, cmd + _as_ros_args(params))
         ids = [] if args.sim_only else list(range(args.drones))
+        everyone = list(range(args.drones))
     else:
         ids = [args.drone_id]
+        everyone = [args.drone_id] + ([int(v) for v in args.peers.split(",")] if args.peers else [])
     for i in ids:
         ns_args = _for_namespace(args, f"/drone{i}")
         for spec in (b.PLANNER, b.TRAJ_SERVER):
             cmd = b.node_command("sim", spec, ns_args)
             if spec is b.PLANNER:
-                cmd += _as_ros_args(drone_overrides(i))
+                cmd += _as_ros_args(drone_overrides(i, [j for j in everyone if j != i]))
             out[f"drone{i}_{spec.name}"] = (spec, cmd)
     return out
 
@@ -222,10 +236,13 @@ def sim_overrides(world: str, starts, yaws, start_on_goal: bool = False) -> dict
     return out
 
 
-def drone_overrides(i: int) -> dict:
-    """Drone i's planner parameters beyond the single-drone ones (its id on the broadcast topic and
-    its own EGO seed, as ``swarm fly`` seeds drone i)."""
-    return {"swarm_drone_id": int(i), "ego.seed": int(i)}
+def drone_overrides(i: int, peers=()) -> dict:
+    """Drone i's planner parameters beyond the single-drone ones (its id on the broadcast topic, its
+    own EGO seed, as ``swarm fly`` seeds drone i, and the peers whose broadcasts it waits for in lockstep)."""
+    out = {"swarm_drone_id": int(i), "ego.seed": int(i)}
+    if len(peers):  # (an empty list has no ROS parameter type: the default, no peers, stays)
+        out["swarm_peers"] = [int(j) for j in peers]
+    return out
 
 
 def _as_ros_args(params: dict) -> List[str]:

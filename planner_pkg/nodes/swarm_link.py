@@ -23,7 +23,7 @@ another publisher means two drones share an id, which is logged (throttled) and 
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import MultiDOFJointTrajectory
@@ -32,15 +32,29 @@ from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.planning.swarm import SwarmTrajectoryTable
 
-__all__ = ["RosBroadcast", "SWARM_TOPIC", "SWARM_QOS"]
+__all__ = ["RosBroadcast", "SWARM_TOPIC", "SWARM_QOS", "drone_namespace", "peer_report_topic"]
 
 SWARM_TOPIC = "/swarm/trajectories"
 #: broadcasts held for the next tick at most (64 drones x 10 Hz x 1 s without a tick; older ones dropped)
 MAX_PENDING = 640
 #: Reliable and deep: one reader holds every writer's messages in one queue (a topic without keys),
-#: and every drone broadcasts each planning tick.
+#: and every drone broadcasts each planning tick. Transient local: a drone that discovers a peer late
+#: (DDS discovery is per pair of endpoints) still gets what the peer sent before, so the lockstep's
+#: count of a peer's broadcasts (``PeerGate``) can be met; older ones than the table holds are dropped.
 SWARM_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliability=ReliabilityPolicy.RELIABLE,
-                       durability=DurabilityPolicy.VOLATILE)
+                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def drone_namespace(i: int) -> str:
+    """``/drone<i>``: drone i's namespace (i from 0, as ``swarm fly`` numbers drones)."""
+    return f"/drone{int(i)}"
+
+
+def peer_report_topic(i: int) -> str:
+    """The lockstep report topic of drone i's nodes (its planner's reports count its broadcasts)."""
+    from planner_pkg.nodes.lockstep import TOPIC_REPORT
+
+    return f"{drone_namespace(i)}/{TOPIC_REPORT}"
 
 
 def _gid(info) -> bytes:
@@ -54,8 +68,13 @@ class RosBroadcast:
     """This drone's end of the broadcast topic (see the module docstring)."""
 
     def __init__(self, node, drone_id: int, topic: str = SWARM_TOPIC, timeout_s: Optional[float] = None,
-                 frame_id: str = conv.MAP_FRAME):
+                 frame_id: str = conv.MAP_FRAME, on_sent: Optional[Callable[[], None]] = None,
+                 on_arrival: Optional[Callable[[int], None]] = None):
+        """on_sent(): after each broadcast sent; on_arrival(drone id): after each peer's broadcast
+        that could be read has arrived (the lockstep counts both: ``LockstepParticipant``)."""
         self.node = node
+        self.on_sent = on_sent
+        self.on_arrival = on_arrival
         self.drone_id = int(drone_id)
         self.frame_id = frame_id
         table = SwarmTrajectoryTable() if timeout_s is None else SwarmTrajectoryTable(timeout_s)
@@ -88,6 +107,8 @@ class RosBroadcast:
             return
         self.pub.publish(msg)
         self.sent += 1
+        if self.on_sent is not None:
+            self.on_sent()
 
     # -- the topic -------------------------------------------------------------------------------
     def _is_own(self, gid: bytes) -> bool:
@@ -121,6 +142,8 @@ class RosBroadcast:
             return
         self._pending.append((int(round(sent * 1e9)), drone_id, q, dt, t_start))
         del self._pending[:-MAX_PENDING]
+        if self.on_arrival is not None:
+            self.on_arrival(drone_id)
 
     def take_pending(self, tick_ns: int) -> int:
         """Feed the table every broadcast sent before ROS time ``tick_ns`` that has arrived (in arrival

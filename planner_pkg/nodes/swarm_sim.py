@@ -46,6 +46,7 @@ from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes import lockstep as ls
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 from planner_pkg.nodes.sim_bridge import RESEND_CLOCK_S, SimBridgeConfig, find_world
+from planner_pkg.nodes.swarm_link import drone_namespace
 from planner_pkg.sim.swarm_embedded import SwarmStepper
 from planner_pkg.sim.lockstep import NONE_NS, LockstepBarrier, StepManifest, seconds_to_ns
 
@@ -53,9 +54,6 @@ NODE_NAME = "swarm_sim"
 DRONE_NODE = "sim_bridge"  # each drone's part, in /drone<i> (what a mission trusts)
 
 
-def drone_namespace(i: int) -> str:
-    """``/drone<i>``: drone i's namespace (i from 0, as ``swarm fly`` numbers drones)."""
-    return f"/drone{int(i)}"
 
 
 @dataclass(frozen=True)

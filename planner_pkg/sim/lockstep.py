@@ -28,7 +28,7 @@ import math
 from dataclasses import MISSING, dataclass, fields
 from typing import Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["StepManifest", "ParticipantReport", "LockstepBarrier", "InputGate", "TrajectoryGate",
+__all__ = ["StepManifest", "ParticipantReport", "LockstepBarrier", "InputGate", "TrajectoryGate", "PeerGate",
            "seconds_to_ns", "NONE_NS"]
 
 NONE_NS = -1  # "nothing yet" for a stamp or a next tick
@@ -92,7 +92,8 @@ class ParticipantReport:
     name: node name (unique in its namespace); next_ns: sim time of its next tick (the simulator
     may advance up to it); setpoints / trajectories: setpoints / trajectories published so far
     (-1: it publishes none); goals: goals accepted so far (-1: it takes none); seq: reports sent so
-    far (a lower value than the last one means the node restarted).
+    far (a lower value than the last one means the node restarted); broadcasts: EGO-Swarm
+    trajectory broadcasts sent so far (-1: not a drone of a swarm).
     """
 
     name: str
@@ -101,6 +102,7 @@ class ParticipantReport:
     trajectories: int = -1
     goals: int = -1
     seq: int = 0
+    broadcasts: int = -1
 
     def to_pairs(self) -> List[Tuple[str, str]]:
         return _to_pairs(self)
@@ -227,6 +229,57 @@ class TrajectoryGate:
                 return f"the {name} tick due at {r.next_ns * 1e-9:.3f} s"
         n = self.trajectories.missing()
         return f"{n} trajectory message(s) reported but not received" if n else ""
+
+
+class PeerGate:
+    """A swarm planner's check that it holds its peers' broadcasts sent before the instant it plans.
+
+    At a tick due at ``T`` a drone uses the broadcasts its peers sent before ``T``
+    (``nodes/swarm_link.py``). The broadcast topic and a peer's lockstep reports are separate DDS
+    topics, so without this gate a broadcast still in transit would be missed at ``T`` by a loaded
+    run and used by a quiet one. ``missing(now_ns)`` is empty once every peer has reported (with a
+    lockstep simulator: each one in ``required``, so that a peer whose discovery is still under way
+    is not planned around as if absent), has finished its ticks due before ``now_ns`` (its next tick
+    is at ``now_ns`` or later: the peers' ticks of one instant run together and never wait for each
+    other) and every broadcast it reported has arrived. Counts are per peer, from the peer's
+    start: the broadcast topic keeps its history for late readers (transient local), so what a peer
+    sent before this drone heard it still arrives. A peer that restarted (its ``seq`` went down)
+    counts on from where its last run ended.
+    """
+
+    def __init__(self, required: Iterable[int] = ()):
+        self.required = tuple(int(p) for p in required)
+        self.reports: Dict[int, ParticipantReport] = {}
+        self.received: Dict[int, int] = {}
+        self._base: Dict[int, int] = {}
+
+    def saw_report(self, peer: int, report: ParticipantReport) -> None:
+        if report.broadcasts < 0:
+            return  # not a swarm planner (the peer's trajectory server reports on the same topic)
+        last = self.reports.get(peer)
+        if last is not None and report.seq < last.seq:
+            self._base[peer] = self._base.get(peer, 0) + last.broadcasts
+        self.reports[peer] = report
+
+    def saw_broadcast(self, peer: int) -> None:
+        self.received[peer] = self.received.get(peer, 0) + 1
+
+    def expected(self, peer: int) -> int:
+        r = self.reports.get(peer)
+        return 0 if r is None else self._base.get(peer, 0) + r.broadcasts
+
+    def missing(self, now_ns: int, simulated: bool = True) -> str:
+        if simulated:
+            for peer in self.required:
+                if peer not in self.reports:
+                    return f"drone {peer}'s first lockstep report"
+        for peer, r in sorted(self.reports.items()):
+            if r.next_ns < now_ns:
+                return f"drone {peer}'s tick due at {r.next_ns * 1e-9:.3f} s"
+            n = self.expected(peer) - self.received.get(peer, 0)
+            if n > 0:
+                return f"{n} broadcast(s) of drone {peer} reported but not received"
+        return ""
 
 
 class LockstepBarrier:

@@ -133,6 +133,49 @@ def test_planner_takes_peers_broadcasts_and_ignores_malformed_and_own_id_ones(ro
     assert link.duplicate_id == 1 and link.table.ids() == [0, 7]
 
 
+def test_a_swarm_planners_tick_waits_for_its_peers_reported_broadcasts(ros):
+    """In lockstep a drone's tick at T runs only once its peer has reported (over DDS, on the
+    peer's /drone<j>/planning/lockstep), has run its ticks before T and every broadcast it reported
+    sent has arrived on the broadcast topic: a broadcast in transit is waited for, not missed."""
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from rclpy.parameter import Parameter
+    from rosgraph_msgs.msg import Clock as ClockMsg
+
+    from planner_pkg.nodes import common as c
+    from planner_pkg.nodes import lockstep as ls
+    from planner_pkg.nodes.planner_node import PlannerNode
+    from planner_pkg.nodes.swarm_link import SWARM_QOS, SWARM_TOPIC
+    from planner_pkg.sim.lockstep import ParticipantReport, StepManifest
+
+    planner = ros.add(PlannerNode(context=ros.context, namespace="/drone1", parameter_overrides=[
+        Parameter("swarm_drone_id", value=1), Parameter("swarm_peers", value=[0]),
+        Parameter("use_sim_time", value=True)]))
+    assert planner.lockstep.active and planner.lockstep.peers is not None
+    probe = ros.node("peer_probe")
+    clock = probe.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
+    manifest = probe.create_publisher(DiagnosticStatus, "/drone1/" + ls.TOPIC_MANIFEST, ls.LOCKSTEP_QOS)
+    peer_report = probe.create_publisher(DiagnosticStatus, "/drone0/" + ls.TOPIC_REPORT, ls.LOCKSTEP_QOS)
+    bus = probe.create_publisher(MultiDOFJointTrajectory, SWARM_TOPIC, SWARM_QOS)
+    assert wait_for(lambda: min(p.get_subscription_count() for p in (manifest, peer_report, bus)) >= 1, 20.0)
+    t_ns = 100_000_000  # the planner's first tick (10 Hz from sim time 0)
+    manifest.publish(ls.to_msg("sim_bridge", StepManifest(t_ns=t_ns)))
+    msg = ClockMsg()
+    msg.clock = conv.seconds_to_stamp(t_ns * 1e-9)
+    clock.publish(msg)
+    assert wait_for(lambda: "drone 0's first lockstep report" in planner.lockstep.waiting, 20.0), \
+        planner.lockstep.waiting
+    # the peer ran its tick at 0.05 s and broadcast once; its next tick is at 0.15 s
+    peer_report.publish(ls.to_msg("planner", ParticipantReport(name="planner", next_ns=150_000_000, trajectories=0,
+                                                               goals=0, seq=2, broadcasts=1)))
+    assert wait_for(lambda: "1 broadcast(s) of drone 0" in planner.lockstep.waiting, 20.0), planner.lockstep.waiting
+    assert planner.lockstep.ticks == 0
+    spline = _spline()
+    bus.publish(conv.swarm_broadcast_to_msg(0, spline.control_points, spline.dt, 0.05, 0.05))
+    assert wait_for(lambda: planner.lockstep.ticks == 1 and planner.lockstep.waiting == "", 20.0), \
+        (planner.lockstep.ticks, planner.lockstep.waiting)
+    assert planner.swarm.table.ids() == [0]  # sent before the tick: used by it
+
+
 # ---------------------------------------------------------------------------------------------
 # the swarm simulator's physics (no DDS)
 # ---------------------------------------------------------------------------------------------
@@ -272,6 +315,9 @@ def test_swarm_bringup_refuses_bad_starts_and_goals_with_exit_2(tmp_path):
         (["--drones", "4", "--starts", s, "--goals", _points(tmp_path / "bad.json", [[1, 2]] * 4)], "three finite"),
         (["--drones", "4", "--starts", s, "--summary", str(tmp_path / "x.json")], "give --goals"),
         (["--drones", "2", "--drone-id", "1"], "not both"),
+        (["--drones", "2", "--peers", "1"], "goes with --drone-id"),
+        (["--drone-id", "1", "--peers", "0,1"], "other than --drone-id 1"),
+        (["--drone-id", "1", "--peers", "0,x"], "comma-separated"),
         (["--drone-id", "0", "--goal", "0,2.5,1"], "obstacle"),
     ]
     for argv, needle in cases:
@@ -352,7 +398,7 @@ def test_each_drone_runs_as_its_own_bringup_with_the_simulator_in_another(tmp_pa
     procs = [_bringup(w + ["--drones", "2", "--sim-only", "--starts", _points(tmp_path / "s.json", starts),
                            "--real-time-factor", "0"], logs[0])]
     for i in range(2):
-        procs.append(_bringup(w + ["--drone-id", str(i), "--goal=" + ",".join(map(str, goals[i])),
+        procs.append(_bringup(w + ["--drone-id", str(i), "--peers", str(1 - i), "--goal=" + ",".join(map(str, goals[i])),
                                    "--summary", str(summaries[i])], logs[i + 1]))
     try:
         assert wait_for(lambda: all(p.exists() for p in summaries) or any(p.poll() is not None for p in procs), 600.0)
@@ -372,12 +418,12 @@ def test_each_drone_runs_as_its_own_bringup_with_the_simulator_in_another(tmp_pa
         assert s["reached"] and not s["collided"] and s["goal"] == goals[i] and s["start"] == starts[i], s
 
 
-def test_the_same_swarm_flight_twice_at_once_succeeds_both_times(tmp_path):
+def test_the_same_swarm_flight_twice_at_once_is_the_same_flight(tmp_path):
     """Two runs of the same 2-drone head-on swap, flown at the same time (each loading the machine for
-    the other, on its own ROS domain): both swap without contact. They are NOT asserted equal to the
-    last digit: a peer's broadcast that DDS delivers later than one planning period of sim time is
-    not waited for (no broadcast count in the lockstep yet, docs/swarm.md), and a fresh-clone run on
-    a quiet machine saw drone 0 differ from 0.12 s on. The difference is printed."""
+    the other, on its own ROS domain): both swap without contact and fly the same flight, every
+    odometry sample equal. Each planning tick waits for the peer's broadcasts sent before it (their
+    count is in the peer's lockstep reports, docs/swarm.md); before that count a fresh-clone run on
+    a quiet machine saw drone 0 differ from 0.12 s on."""
     import os
 
     from ros_domains import claim_ros_domain
@@ -419,3 +465,7 @@ def test_the_same_swarm_flight_twice_at_once_succeeds_both_times(tmp_path):
         diff = float(np.abs(a[:n, 1:4] - b[:n, 1:4]).max())
         print(f"\ndrone {i}: the two runs' logs are {'identical' if same else 'different'} over {n} samples "
               f"(max position difference {diff:.2e} m)")
+        if not same:
+            first = int(np.flatnonzero(np.any(a[:n] != b[:n], axis=1))[0])
+            pytest.fail(f"drone {i}: the two runs differ from t = {a[first, 0]:.3f} s on (max {diff:.2e} m)\n"
+                        + "\n".join(log.read_text()[-2000:] for log in logs))

@@ -3,7 +3,7 @@ to, what a participant's tick waits for, counting messages across joins and rest
 import pytest
 
 from planner_pkg.sim.lockstep import (NONE_NS, InputGate, LockstepBarrier, MessageTally, ParticipantReport,
-                                      StepManifest, TrajectoryGate, seconds_to_ns)
+                                      PeerGate, StepManifest, TrajectoryGate, seconds_to_ns)
 
 MS = 1_000_000
 
@@ -177,6 +177,47 @@ def test_the_trajectory_gate_waits_for_a_required_planners_first_report_under_a_
     g.saw_report(report("planner", 100, trajectories=0))
     assert g.missing(50 * MS) == ""
     assert g.missing(100 * MS) == "the planner tick due at 0.100 s"
+
+
+def _peer(next_ms, broadcasts, seq):
+    return ParticipantReport(name="planner", next_ns=next_ms * MS, trajectories=0, goals=0, seq=seq,
+                             broadcasts=broadcasts)
+
+
+def test_the_peer_gate_waits_for_each_peers_first_report_earlier_ticks_and_reported_broadcasts():
+    """A swarm drone's tick at T uses the broadcasts its peers sent before T: it waits until every
+    peer it follows has reported, has run its ticks before T (not the one at T: the peers' ticks of
+    one instant run together) and every broadcast it reported has arrived - a broadcast still in
+    transit must not be missed by a loaded run and used by a quiet one."""
+    g = PeerGate(required=[1, 2])
+    assert g.missing(0) == "drone 1's first lockstep report"
+    assert g.missing(0, simulated=False) == ""  # no lockstep simulator: nobody to wait for
+    g.saw_report(1, report("traj_server", 100, setpoints=3))  # the peer's trajectory server: no help
+    assert g.missing(0) == "drone 1's first lockstep report"
+    g.saw_report(1, _peer(100, 0, seq=1))
+    g.saw_report(2, _peer(100, 0, seq=1))
+    assert g.missing(100 * MS) == ""  # both due at 0.1 s too: never waited for
+    assert g.missing(200 * MS) == "drone 1's tick due at 0.100 s"
+    g.saw_report(1, _peer(200, 1, seq=2))  # drone 1 ran its 0.1 s tick and broadcast once
+    assert g.missing(200 * MS) == "1 broadcast(s) of drone 1 reported but not received"
+    g.saw_broadcast(2)  # drone 2's broadcast came before its report: counted, not yet expected
+    assert g.missing(200 * MS) == "1 broadcast(s) of drone 1 reported but not received"
+    g.saw_broadcast(1)
+    assert g.missing(200 * MS) == "drone 2's tick due at 0.100 s"
+    g.saw_report(2, _peer(200, 1, seq=2))
+    assert g.missing(200 * MS) == ""
+    # a peer first heard of with broadcasts already sent waits for them (the topic keeps its history)
+    late = PeerGate(required=[3])
+    late.saw_report(3, _peer(500, 4, seq=5))
+    assert late.missing(500 * MS) == "4 broadcast(s) of drone 3 reported but not received"
+    for _ in range(4):
+        late.saw_broadcast(3)
+    assert late.missing(500 * MS) == ""
+    # a restarted peer (seq went down) counts on from where its last run ended
+    late.saw_report(3, _peer(600, 1, seq=1))
+    assert late.missing(600 * MS) == "1 broadcast(s) of drone 3 reported but not received"
+    late.saw_broadcast(3)
+    assert late.missing(600 * MS) == ""
 
 
 def test_two_nodes_of_one_name_are_a_fault_but_a_restart_is_not():
