@@ -43,8 +43,14 @@ LOCKSTEP_SUB_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=100, reliab
                               durability=DurabilityPolicy.TRANSIENT_LOCAL)
 #: Sensor frames in lockstep: reliable and deep enough for the frames of one planning period, so
 #: none is lost under load (the simulator publishes them reliably; a best-effort subscriber such as
-#: RViz still matches).
-LOCKSTEP_SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30, reliability=ReliabilityPolicy.RELIABLE)
+#: RViz still matches). Transient local: the first frames go out with the first advance, and
+#: nothing before it proves that the simulator's frame writer and the planner's reader have
+#: matched (DDS discovery is per pair of endpoints; the participant's report only proves the
+#: report topic). A frame published before the match would be lost, and the first plan made from
+#: fewer frames: two runs of one swarm flight differed from drone 0's first plan on. With the
+#: writer's history a reader that matches late still gets them, in order.
+LOCKSTEP_SENSOR_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=30, reliability=ReliabilityPolicy.RELIABLE,
+                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
 def stamp_ns(stamp) -> int:

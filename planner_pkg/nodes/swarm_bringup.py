@@ -239,7 +239,12 @@ def sim_overrides(world: str, starts, yaws, start_on_goal: bool = False) -> dict
 def drone_overrides(i: int, peers=()) -> dict:
     """Drone i's planner parameters beyond the single-drone ones (its id on the broadcast topic, its
     own EGO seed, as ``swarm fly`` seeds drone i, and the peers whose broadcasts it waits for in lockstep)."""
-    out = {"swarm_drone_id": int(i), "ego.seed": int(i)}
+    # the point cloud, not depth images (the sim profile's single-drone input): a peer's pixels are
+    # masked out of a drone's depth (no obstacle, no free space), so the space behind a peer stays
+    # never-observed for the stop-before-unknown limit. On depth, drone 3 of the 4-drone DDS test
+    # hovered at its start until a replan passed the 30 s lockstep fault timeout; on the cloud,
+    # unknown space counts as free, as in EGO-Swarm, and the test passes.
+    out = {"swarm_drone_id": int(i), "ego.seed": int(i), "sensor_input": "cloud"}
     if len(peers):  # (an empty list has no ROS parameter type: the default, no peers, stays)
         out["swarm_peers"] = [int(j) for j in peers]
     return out

@@ -79,8 +79,9 @@ class Graph:
     def publish(self, setpoint: Setpoint, frame_id: str = "map"):
         self.pub_setpoint.publish(conv.setpoint_to_msg(setpoint, 0.0, frame_id))
 
-    def stream(self, setpoint: Setpoint, until, timeout_s: float = 5.0, period_s: float = 0.05) -> bool:
-        """Publish ``setpoint`` at 1 / ``period_s`` until ``until()`` or the timeout."""
+    def stream(self, setpoint: Setpoint, until, timeout_s: float = 30.0, period_s: float = 0.05) -> bool:
+        """Publish ``setpoint`` at 1 / ``period_s`` until ``until()`` or the timeout (generous: the
+        simulated peer flies on wall time, and a loop run at a load of 18 did not climb 2 m in 5 s)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             self.publish(setpoint)
@@ -134,7 +135,7 @@ def test_px4_odom_services_and_setpoints(graph):
     assert (msg.header.frame_id, msg.child_frame_id) == ("map", "base_link")
     now = g.probe.get_clock().now().nanoseconds * 1e-9
     assert abs(conv.stamp_to_seconds(msg.header.stamp) - now) < 0.5  # stamped at the measurement
-    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("autopilot") == "px4", 5.0)
+    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("autopilot") == "px4", 20.0)
     assert g.status["fcu_bridge"]["link"] == "ok" and g.status["fcu_bridge"]["armed"] == "False"
 
     # a command the FCU refuses answers success=False with the reason, and nothing changes
@@ -183,7 +184,7 @@ def test_px4_odom_services_and_setpoints(graph):
     other_frame = conv.setpoint_to_msg(Setpoint.hold([9.0, 9.0, 2.0]), 0.0, frame_id="odom")
     for i, bad in enumerate((partial, inf, empty, other_frame, MultiDOFJointTrajectory())):
         g.pub_setpoint.publish(bad)  # setpoint QoS is depth 1: one at a time
-        assert wait_for(lambda: g.node.counters["bad_setpoints"] == i + 1, 5.0)
+        assert wait_for(lambda: g.node.counters["bad_setpoints"] == i + 1, 20.0)
     assert g.peer_target()["position"] == pytest.approx([0.0, 3.0, -2.0], abs=1e-5)
     assert g.node.counters["setpoints"] > 0 and g.node.counters["dropped_setpoints"] == 0
 
@@ -194,7 +195,7 @@ def test_px4_odom_services_and_setpoints(graph):
         status = g.status.get("fcu_bridge", {})
         return status.get("bad_setpoints") == "5"
 
-    assert wait_for(status_shows_bad_setpoints, 5.0)
+    assert wait_for(status_shows_bad_setpoints, 20.0)
     assert status["mode"] == "offboard" and status["mode_name"] == "OFFBOARD" and status["armed"] == "True"
     assert status["battery_voltage_v"] == "16.00" and status["battery_remaining"] == "0.75"
     assert status["signing"] == "False" and status["rx_rejected"] == "0"
@@ -202,13 +203,13 @@ def test_px4_odom_services_and_setpoints(graph):
 
     response = g.call("land")
     assert response.success, response.message
-    assert wait_for(lambda: not g.peer.snapshot()["armed"], 5.0)  # the peer lands and disarms
+    assert wait_for(lambda: not g.peer.snapshot()["armed"], 20.0)  # the peer lands and disarms
     assert wait_for(lambda: abs(g.odom_position()[2]) < TOL_M, 2.0)
 
 
 def test_ardupilot_guided_takeoff_covariances_and_refused_disarm(graph):
     g = graph(ARDUPILOT, peer_kwargs={"odometry": True}, takeoff_height_m=1.5, request_odometry=True)
-    assert wait_for(lambda: len(g.odom) > 3, 5.0)
+    assert wait_for(lambda: len(g.odom) > 3, 20.0)
     # ODOMETRY covariances (peer: NED pose, body-FRD velocity) -> ENU pose, FLU twist
     pose = np.array(g.odom[-1].pose.covariance).reshape(6, 6)
     twist = np.array(g.odom[-1].twist.covariance).reshape(6, 6)
@@ -221,20 +222,20 @@ def test_ardupilot_guided_takeoff_covariances_and_refused_disarm(graph):
         response = g.call(name)
         assert response.success, f"{name}: {response.message}"
     assert g.peer.snapshot()["mode"] == "GUIDED"
-    assert wait_for(lambda: abs(g.odom_position()[2] - 1.5) < TOL_M, 5.0)
+    assert wait_for(lambda: abs(g.odom_position()[2] - 1.5) < TOL_M, 20.0)
 
     refused = g.call("disarm")  # ArduCopter refuses to disarm in the air
     assert not refused.success and "DENIED" in refused.message
     assert g.peer.snapshot()["armed"]
     response = g.call("land")
     assert response.success, response.message
-    assert wait_for(lambda: not g.peer.snapshot()["armed"], 5.0)
+    assert wait_for(lambda: not g.peer.snapshot()["armed"], 20.0)
 
 
 def test_wrong_autopilot_is_never_locked_and_commands_are_refused(graph):
     g = graph(PX4, autopilot="ardupilot")
     # the node hears the PX4 ...
-    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("rx_messages", "0") not in ("0", "1"), 5.0)
+    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("rx_messages", "0") not in ("0", "1"), 20.0)
     status = g.status["fcu_bridge"]
     assert status["link"] == "waiting" and status["level"] == 1 and status["autopilot"] == "unknown"
     refused = g.call("offboard")  # ... but never answers it, takes no state from it, sends it no command
@@ -245,9 +246,9 @@ def test_wrong_autopilot_is_never_locked_and_commands_are_refused(graph):
 
 def test_link_loss_is_reported_as_an_error(graph):
     g = graph(PX4)
-    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("link") == "ok", 5.0)
+    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("link") == "ok", 20.0)
     g.peer.tx_enabled = False  # the FCU goes silent (cable pulled)
-    assert wait_for(lambda: g.status["fcu_bridge"]["failsafe"] == "fcu_link_lost", 5.0)
+    assert wait_for(lambda: g.status["fcu_bridge"]["failsafe"] == "fcu_link_lost", 20.0)
     status = g.status["fcu_bridge"]
     assert status["link"] == "lost" and status["level"] == 2 and status["link_losses"] == "1"
     refused = g.call("arm")
@@ -371,7 +372,7 @@ def test_setpoints_and_status_flow_while_a_command_waits_on_the_fcu(graph):
     """A service waiting seconds for the FCU must not hold up the node: the command runs on a
     worker thread while the single-threaded executor keeps forwarding setpoints and status."""
     g = graph(PX4, offboard_prime_s=1.5)  # OFFBOARD primes the stream for 1.5 s before asking
-    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("link") == "ok", 5.0)
+    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("link") == "ok", 20.0)
     assert g.clients["offboard"].wait_for_service(timeout_sec=5.0)
     future = g.clients["offboard"].call_async(Trigger.Request())
     time.sleep(0.1)
@@ -392,7 +393,7 @@ def test_absurd_setpoints_are_refused_and_the_stream_goes_on(graph):
     """Issue 20: one setpoint with a yaw rate of 1e39 (or beyond the bridge's envelope) used to
     kill the node; now it is refused and counted while the FCU keeps the last good setpoint."""
     g = graph(PX4)
-    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("link") == "ok", 5.0)
+    assert wait_for(lambda: g.status.get("fcu_bridge", {}).get("link") == "ok", 20.0)
     for name in ("offboard", "arm"):
         response = g.call(name)
         assert response.success, f"{name}: {response.message}"
@@ -403,14 +404,14 @@ def test_absurd_setpoints_are_refused_and_the_stream_goes_on(graph):
            Setpoint.hold([1e39, 0.0, 2.0]))
     for i, sp in enumerate(bad):
         g.publish(sp)
-        assert wait_for(lambda: g.node.counters["bad_setpoints"] == i + 1, 5.0), g.node.counters
+        assert wait_for(lambda: g.node.counters["bad_setpoints"] == i + 1, 20.0), g.node.counters
     assert g.node.bridge.status().setpoints_refused >= 1  # the 30 rad/s one at least reached the bridge
     received = g.peer.setpoints_received
-    assert wait_for(lambda: g.peer.setpoints_received >= received + 5, 5.0)  # the stream goes on ...
+    assert wait_for(lambda: g.peer.setpoints_received >= received + 5, 20.0)  # the stream goes on ...
     target = g.peer_target()
     assert target["position"] == pytest.approx([0.0, 0.0, -2.0], abs=1e-5) and target["yaw_rate"] is None  # unchanged
     assert g.node.counters["bridge_errors"] == 0 and g.node.bridge.status().handler_errors == 0
     moved = [1.0, 0.0, 2.0]
     assert g.stream(Setpoint.hold(moved, yaw=0.0), lambda: np.allclose(g.odom_position(), moved, atol=TOL_M))
-    assert wait_for(lambda: g.status["fcu_bridge"].get("setpoints_refused", "0") != "0", 5.0)
+    assert wait_for(lambda: g.status["fcu_bridge"].get("setpoints_refused", "0") != "0", 20.0)
     assert g.status["fcu_bridge"]["failsafe"] == "none"
