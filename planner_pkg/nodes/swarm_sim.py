@@ -8,7 +8,8 @@ contract (``nodes/sim_bridge.py``): it publishes ``odom``, ``depth/image``, ``cl
 (the sim_bridge's keys, so a bringup mission judges it the same way, plus ``drone_collision`` and
 ``min_inter_drone_distance_m``) and ``sim/lockstep``, and takes ``setpoint`` and
 ``planning/lockstep``. The driver node (``swarm_sim``, root namespace) publishes ``/clock`` and
-``/map/markers``. The single-drone ``sim_bridge`` is unchanged.
+``/map/markers``. The single-drone ``sim_bridge`` is unchanged; what both publish and read per
+vehicle (topics, stamps, setpoints, reports, pacing) is one code, ``nodes/sim_vehicle.py``.
 
 Parameters: the sim_bridge's (``SimBridgeConfig``: world, rates, lockstep, real-time factor, ...;
 ``start_m`` / ``start_yaw_rad`` / ``mode`` / ``gz_*`` do not apply) plus ``drones``, ``starts_m``
