@@ -13,55 +13,34 @@ Restarts as ``bringup``'s: the planner and trajectory server restart 1 s after e
 5 times, never after exit code 2 (a refused parameter), which stops the launch
 (launch/node_supervision.py); the sim bridge is not restarted.
 """
-import importlib.util
 import os
 
-from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, LogInfo, OpaqueFunction
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.logging import launch_config
-from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 PACKAGE = "planner_pkg"
 
 
-def _supervision():
-    """launch/node_supervision.py (restart rules), next to this file: its folder is not on sys.path."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_supervision.py")
-    spec = importlib.util.spec_from_file_location("planner_pkg_node_supervision", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _share(package):
-    try:
-        return get_package_share_directory(package)
-    except PackageNotFoundError:
-        return None
-
-
 def _nodes(context):
     from planner_pkg.nodes import bringup
-    from planner_pkg.nodes.sim_bridge import find_world
-    from planner_pkg.world import load_world, to_sdf
+    from planner_pkg.nodes.supervisor import launch_helpers
+    from planner_pkg.world import to_sdf
 
-    restart = _supervision().restart_policy
-    share = _share(PACKAGE)
-    get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
+    sup = launch_helpers(__file__)  # launch/node_supervision.py
+    restart = sup.restart_policy
+    share = sup.package_share(PACKAGE)
+    get, params_file, use_sim_time = sup.launch_values(context, share, "gazebo.yaml")
     namespace = get("namespace")
-    params_file = get("params_file") or os.path.join(share, "config", "gazebo.yaml")
-    use_sim_time = get("use_sim_time").lower() in ("true", "1", "yes")
-    world_path = find_world(get("world"))
-    world = load_world(world_path)
+    world_path, world, geofence = sup.world_geofence(get("world"))
     sdf = os.path.join(launch_config.log_dir, world_path.stem + ".sdf")  # this run's log folder, kept with it
     with open(sdf, "w") as fh:
         fh.write(to_sdf(world, world_path.stem))
-    start = [float(v) for v in get("start").strip("[] ").split(",")]
+    start = sup.point(get("start"))
     actions = []
-    gz_sim, gz_bridge = _share("ros_gz_sim"), _share("ros_gz_bridge")
+    gz_sim, gz_bridge = sup.package_share("ros_gz_sim"), sup.package_share("ros_gz_bridge")
     if gz_sim is not None:
         actions.append(IncludeLaunchDescription(
             PythonLaunchDescriptionSource(os.path.join(gz_sim, "launch", "gz_sim.launch.py")),
@@ -77,15 +56,13 @@ def _nodes(context):
                                          "use_sim_time": use_sim_time}], output="screen"))
     else:
         actions.append(LogInfo(msg="ros_gz_bridge is not installed: no Gazebo topics will reach the graph"))
-    bounds = {"geofence_min_m": [float(v) for v in world.bounds_min],
-              "geofence_max_m": [float(v) for v in world.bounds_max]}
     actions += [
         Node(package=PACKAGE, executable="sim_bridge", name="sim_bridge", namespace=namespace,
              parameters=[params_file, {"use_sim_time": use_sim_time, "mode": "gazebo",
                                        "world_file": str(world_path)}], output="screen",
              **restart(bringup.SIM_BRIDGE)),
         Node(package=PACKAGE, executable="planner_node", name="planner", namespace=namespace,
-             parameters=[params_file, dict(bounds, use_sim_time=use_sim_time)], output="screen",
+             parameters=[params_file, dict(geofence, use_sim_time=use_sim_time)], output="screen",
              **restart(bringup.PLANNER)),
         Node(package=PACKAGE, executable="traj_server", name="traj_server", namespace=namespace,
              parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen",

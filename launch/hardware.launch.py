@@ -14,44 +14,27 @@ ROS 2's launch tools: ``python -m planner_pkg bringup hardware``.
 Restarts as ``bringup``'s: every node restarts 1 s after exiting, at most 5 times, never after
 exit code 2 (a refused parameter), which stops the launch (launch/node_supervision.py).
 """
-import importlib.util
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 PACKAGE = "planner_pkg"
 
 
-def _supervision():
-    """launch/node_supervision.py (restart rules), next to this file: its folder is not on sys.path."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_supervision.py")
-    spec = importlib.util.spec_from_file_location("planner_pkg_node_supervision", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _nodes(context):
     from planner_pkg.nodes import bringup
+    from planner_pkg.nodes.supervisor import launch_helpers
 
-    restart = _supervision().restart_policy
-    share = get_package_share_directory(PACKAGE)
-    get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
+    sup = launch_helpers(__file__)  # launch/node_supervision.py
+    restart = sup.restart_policy
+    get, params_file, use_sim_time = sup.launch_values(context, get_package_share_directory(PACKAGE), "hardware.yaml")
     namespace = get("namespace")
-    params_file = get("params_file") or os.path.join(share, "config", "hardware.yaml")
-    use_sim_time = get("use_sim_time").lower() in ("true", "1", "yes")
     planner_params = {"use_sim_time": use_sim_time}
     if get("world"):  # optional: a known flying area bounds the goals
-        from planner_pkg.nodes.sim_bridge import find_world
-        from planner_pkg.world import load_world
-
-        bounds = load_world(find_world(get("world")))
-        planner_params["geofence_min_m"] = [float(v) for v in bounds.bounds_min]
-        planner_params["geofence_max_m"] = [float(v) for v in bounds.bounds_max]
+        planner_params.update(sup.world_geofence(get("world"))[2])
     fcu = Node(package=PACKAGE, executable="fcu_bridge", name="fcu_bridge", namespace=namespace,
                parameters=[params_file, {"use_sim_time": use_sim_time}], output="screen",
                **restart(bringup.FCU_BRIDGE))

@@ -1,4 +1,5 @@
-"""What the launch files share: the restart policy of our nodes, the same as ``bringup``'s supervisor.
+"""What the launch files share: the restart policy of our nodes, the same as ``bringup``'s
+supervisor, and how they read their launch arguments and worlds.
 
 A node restarts ``respawn_delay_s`` after it exits, at most ``MAX_RESTARTS`` times; then the
 launch stops. A node that exits with code 2 refused its configuration (a bad parameter,
@@ -14,8 +15,54 @@ Not a launch file (``ros2 launch`` lists only ``*.launch.py``): each launch file
 own folder (installed next to it in share/planner_pkg/launch), as that folder is not on ``sys.path``.
 """
 import inspect
+import os
+from typing import Optional
 
 from planner_pkg.nodes.supervisor import EXIT_CONFIG, MAX_RESTARTS, NodeSpec
+
+TRUE = ("true", "1", "yes")  # launch argument values that mean true
+
+
+def package_share(package: str) -> Optional[str]:
+    """share/<package> of an installed ROS package, or None where it is not installed."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+
+    try:
+        return get_package_share_directory(package)
+    except PackageNotFoundError:
+        return None
+
+
+def launch_values(context, share: Optional[str], default_params: str):
+    """What a launch file's OpaqueFunction reads first: ``(get, params_file, use_sim_time)``.
+    ``get(name)``: the value of launch argument ``name`` (a string); ``params_file``: the
+    ``params_file:=`` argument, else ``<share>/config/<default_params>``; ``use_sim_time``: the
+    ``use_sim_time:=`` argument as a bool."""
+    from launch.substitutions import LaunchConfiguration
+
+    def get(name: str) -> str:
+        return LaunchConfiguration(name).perform(context)
+
+    params_file = get("params_file") or os.path.join(share, "config", default_params)
+    return get, params_file, get("use_sim_time").lower() in TRUE
+
+
+def world_geofence(name: str):
+    """``(path, world, geofence)`` of a world file, or a shipped world's name: ``geofence`` is the
+    planner's ``geofence_min_m`` / ``geofence_max_m`` parameters, the world's flight volume (the
+    planner never sees the obstacles)."""
+    from planner_pkg.nodes.sim_bridge import find_world
+    from planner_pkg.world import load_world
+
+    path = find_world(name)
+    world = load_world(path)
+    return path, world, {"geofence_min_m": [float(v) for v in world.bounds_min],
+                         "geofence_max_m": [float(v) for v in world.bounds_max]}
+
+
+def point(text: str) -> list:
+    """A launch argument ``'[x, y, z]'`` (brackets optional) as floats."""
+    return [float(v) for v in text.strip("[] ").split(",")]
 
 
 def launch_has_max_retries() -> bool:

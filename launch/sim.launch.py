@@ -18,66 +18,40 @@ Restarts as ``bringup``'s: the planner, trajectory server and policy restart 1 s
 at most 5 times, never after exit code 2 (a refused parameter), which stops the launch
 (launch/node_supervision.py); the simulator is not restarted.
 """
-import importlib.util
 import os
 
-from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
+from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, LogInfo, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 PACKAGE = "planner_pkg"
-TRUE = ("true", "1", "yes")
-
-
-def _supervision():
-    """launch/node_supervision.py (restart rules), next to this file: its folder is not on sys.path."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_supervision.py")
-    spec = importlib.util.spec_from_file_location("planner_pkg_node_supervision", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _installed(package) -> bool:
-    try:
-        get_package_share_directory(package)
-    except PackageNotFoundError:
-        return False
-    return True
 
 
 def _nodes(context):
     from planner_pkg.nodes import bringup
+    from planner_pkg.nodes.supervisor import launch_helpers
 
-    restart = _supervision().restart_policy
+    sup = launch_helpers(__file__)  # launch/node_supervision.py
+    restart = sup.restart_policy
     share = get_package_share_directory(PACKAGE)
-    get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
+    get, params_file, use_sim_time = sup.launch_values(context, share, "sim.yaml")
     namespace = get("namespace")
-    params_file = get("params_file") or os.path.join(share, "config", "sim.yaml")
-    use_sim_time = get("use_sim_time").lower() in TRUE
     world = get("world")
     if not world:  # the params file's world, as `bringup sim` does
         world = bringup.world_from_params(params_file) or ""
     sim_params = {"use_sim_time": use_sim_time}
     planner_params = {"use_sim_time": use_sim_time}
     if world:
-        # the planner's geofence is the world's flight volume (the planner never sees the obstacles)
-        from planner_pkg.nodes.sim_bridge import find_world
-        from planner_pkg.world import load_world
-
-        path = find_world(world)
-        bounds = load_world(path)
+        path, _, geofence = sup.world_geofence(world)
         sim_params["world_file"] = str(path)
-        planner_params["geofence_min_m"] = [float(v) for v in bounds.bounds_min]
-        planner_params["geofence_max_m"] = [float(v) for v in bounds.bounds_max]
+        planner_params.update(geofence)
     start = get("start")
     if start:
-        sim_params["start_m"] = [float(v) for v in start.strip("[] ").split(",")]
+        sim_params["start_m"] = sup.point(start)
     rviz = []
-    if get("rviz").lower() in TRUE:
-        if _installed("rviz2"):
+    if get("rviz").lower() in sup.TRUE:
+        if sup.package_share("rviz2") is not None:
             rviz.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="screen",
                              arguments=["-d", os.path.join(share, "config", "planner.rviz")],
                              parameters=[{"use_sim_time": use_sim_time}]))

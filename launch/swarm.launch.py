@@ -15,44 +15,27 @@ Without ROS 2's launch tools (the PyPI wheels): ``python -m planner_pkg bringup 
 (planner_pkg/nodes/swarm_bringup.py). Restarts as ``bringup``'s (launch/node_supervision.py): the
 planners and trajectory servers restart, the simulator does not.
 """
-import importlib.util
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 PACKAGE = "planner_pkg"
-TRUE = ("true", "1", "yes")
-
-
-def _supervision():
-    """launch/node_supervision.py (restart rules), next to this file: its folder is not on sys.path."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node_supervision.py")
-    spec = importlib.util.spec_from_file_location("planner_pkg_node_supervision", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _nodes(context):
     from planner_pkg.app.swarm import read_points
     from planner_pkg.nodes import bringup, swarm_bringup
-    from planner_pkg.nodes.sim_bridge import find_world
+    from planner_pkg.nodes.supervisor import launch_helpers
     from planner_pkg.sim.params import QuadrotorParams
-    from planner_pkg.world import load_world
 
-    restart = _supervision().restart_policy
-    share = get_package_share_directory(PACKAGE)
-    get = lambda name: LaunchConfiguration(name).perform(context)  # noqa: E731
-    params_file = get("params_file") or os.path.join(share, "config", "sim.yaml")
-    use_sim_time = get("use_sim_time").lower() in TRUE
+    sup = launch_helpers(__file__)  # launch/node_supervision.py
+    restart = sup.restart_policy
+    get, params_file, use_sim_time = sup.launch_values(context, get_package_share_directory(PACKAGE), "sim.yaml")
     drones = int(get("drones"))
-    world = get("world") or bringup.world_from_params(params_file)
-    path = find_world(world)
-    bounds = load_world(path)
+    path, bounds, geofence = sup.world_geofence(get("world") or bringup.world_from_params(params_file))
     starts = read_points(get("starts"), "starts") if get("starts") else swarm_bringup.default_starts(drones)
     if starts.shape[0] != drones:
         raise ValueError(f"drones:={drones} but starts lists {starts.shape[0]} drones")
@@ -62,10 +45,7 @@ def _nodes(context):
     nodes = [Node(package=PACKAGE, executable="swarm_sim", name="swarm_sim", namespace="",
                   parameters=[params_file, sim_params], output="screen", **restart(swarm_bringup.SWARM_SIM))]
     for i in range(drones):
-        # the planner's geofence is the world's flight volume (the planner never sees the obstacles)
-        planner_params = {"use_sim_time": use_sim_time,
-                          "geofence_min_m": [float(v) for v in bounds.bounds_min],
-                          "geofence_max_m": [float(v) for v in bounds.bounds_max]}
+        planner_params = {"use_sim_time": use_sim_time, **geofence}
         planner_params.update(swarm_bringup.drone_overrides(i, [j for j in range(drones) if j != i]))
         nodes += [
             Node(package=PACKAGE, executable="planner_node", name="planner", namespace=f"drone{i}",

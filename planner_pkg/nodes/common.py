@@ -7,6 +7,7 @@ from typing import Callable, Optional
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 
@@ -43,6 +44,30 @@ TOPIC_STATUS = "status"
 TOPIC_CLOCK = "/clock"
 # Simulation only (use_sim_time): the planner reports, as a rosgraph_msgs/Clock, the sim time of its
 # next tick; a sim_bridge in lockstep does not advance past it (sim_bridge.py, planner_node.py).
+
+
+def publisher_gid(info) -> bytes:
+    """The publisher's GID (bytes; empty where unknown) from a subscription callback's message info."""
+    gid = info.get("publisher_gid") if isinstance(info, dict) else None
+    return bytes(gid.get("data", b"") if isinstance(gid, dict) else (gid or b""))
+
+
+class LockstepNode(Node):
+    """A node holding ``self.lockstep``, a ``nodes.lockstep.LockstepParticipant`` (or None before it
+    is made): destroying the node closes it first, as its clock-jump callback must not outlive
+    the node. ``_on_odom`` is the ``odom`` callback of a node with ``_take_odom(msg)``."""
+
+    def _on_odom(self, msg) -> None:
+        try:
+            self._take_odom(msg)
+        finally:
+            self.lockstep.saw_odom(msg.header.stamp)  # taken or refused: not to be waited for
+
+    def destroy_node(self):
+        lockstep = getattr(self, "lockstep", None)
+        if lockstep is not None:
+            lockstep.close()
+        return super().destroy_node()
 
 
 def now_s(node) -> float:

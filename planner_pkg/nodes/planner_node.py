@@ -38,7 +38,6 @@ from typing import Optional, Tuple
 import numpy as np
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
-from rclpy.node import Node
 from sensor_msgs.msg import Image, PointCloud2
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from diagnostic_msgs.msg import DiagnosticArray
@@ -145,7 +144,7 @@ def _ego_config():
     return EgoConfig, EgoPlanner
 
 
-class PlannerNode(Node):
+class PlannerNode(c.LockstepNode):
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         self.params = ConfigParameters(self, PlannerNodeConfig, on_change=self._config_changed)
@@ -269,12 +268,6 @@ class PlannerNode(Node):
             self.goal_pending = True
 
     # -- inputs ----------------------------------------------------------------------------------
-    def _on_odom(self, msg: Odometry) -> None:
-        try:
-            self._take_odom(msg)
-        finally:
-            self.lockstep.saw_odom(msg.header.stamp)  # taken or refused: not to be waited for
-
     def _take_odom(self, msg: Odometry) -> None:
         try:
             state = conv.odometry_to_state(msg, self.params.config.frame_id, None)
@@ -597,12 +590,6 @@ class PlannerNode(Node):
         if self.swarm is not None:
             values += self.swarm.status_values()
         self.pub_status.publish(conv.make_status(f"{self.get_name()}", level, message, values, now))
-
-    def destroy_node(self):
-        lockstep = getattr(self, "lockstep", None)
-        if lockstep is not None:
-            lockstep.close()  # its clock-jump callback must not outlive the node
-        return super().destroy_node()
 
 
 def main(args=None) -> int:

@@ -62,7 +62,6 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from nav_msgs.msg import Odometry
-from rclpy.node import Node
 from sensor_msgs.msg import Image
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
@@ -189,7 +188,7 @@ def load_planner(cfg: PolicyNodeConfig):
         raise ParameterConfigError(f"policy options refused: {exc}") from None
 
 
-class PolicyNode(Node):
+class PolicyNode(c.LockstepNode):
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         try:
@@ -257,12 +256,6 @@ class PolicyNode(Node):
         self.counters[key] += 1
         if self.throttle(f"{key}:{cause}"):
             self.log.warning(f"{what} refused ({self.counters[key]} so far): {exc}")
-
-    def _on_odom(self, msg: Odometry) -> None:
-        try:
-            self._take_odom(msg)
-        finally:
-            self.lockstep.saw_odom(msg.header.stamp)  # taken or refused: not to be waited for
 
     def _take_odom(self, msg: Odometry) -> None:
         cfg = self.params.config
@@ -420,12 +413,6 @@ class PolicyNode(Node):
             ("cruise_speed_mps", f"{self.planner.speed_mps:g}"), ("model", self.planner.policy.path),
         ] + self.lockstep.status_values() + list(self.counters.items())
         self.pub_status.publish(conv.make_status(self.get_name(), level, message, values, now))
-
-    def destroy_node(self):
-        lockstep = getattr(self, "lockstep", None)
-        if lockstep is not None:
-            lockstep.close()  # its clock-jump callback must not outlive the node
-        return super().destroy_node()
 
 
 def main(args=None) -> int:

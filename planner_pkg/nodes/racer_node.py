@@ -40,7 +40,6 @@ import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import TwistStamped
 from nav_msgs.msg import Odometry
-from rclpy.node import Node
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from planner_pkg.config_schema import Config
@@ -127,7 +126,7 @@ def race_world(track_file: str, model_path: str = "", folder: Optional[str] = No
     return str(path), start, yaw
 
 
-class RacerNode(Node):
+class RacerNode(c.LockstepNode):
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         try:
@@ -162,12 +161,6 @@ class RacerNode(Node):
                       f"{1.0 / self.period_s:g} Hz" + ("; lockstep participant" if self.lockstep.active else ""))
 
     # -- inputs ----------------------------------------------------------------------------------
-    def _on_odom(self, msg: Odometry) -> None:
-        try:
-            self._take_odom(msg)
-        finally:
-            self.lockstep.saw_odom(msg.header.stamp)
-
     def _take_odom(self, msg: Odometry) -> None:
         cfg = self.params.config
         try:
@@ -255,12 +248,6 @@ class RacerNode(Node):
             ("model", self.racer.path), ("track", self.params.config.track_file),
         ] + self.lockstep.status_values() + list(self.counters.items())
         self.pub_status.publish(conv.make_status(self.get_name(), level, message, values, c.now_s(self)))
-
-    def destroy_node(self):
-        lockstep = getattr(self, "lockstep", None)
-        if lockstep is not None:
-            lockstep.close()
-        return super().destroy_node()
 
 
 def main(args=None) -> int:

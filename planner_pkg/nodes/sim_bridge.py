@@ -62,7 +62,7 @@ from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
-from sensor_msgs.msg import Image, PointCloud2
+from sensor_msgs.msg import Image
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from visualization_msgs.msg import MarkerArray
 
@@ -70,17 +70,17 @@ from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes import lockstep as ls
+from planner_pkg.nodes import sim_vehicle as sv
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 from planner_pkg.sim.embedded import EmbeddedSim
 from planner_pkg.sim.camera import DepthCamera, depth_to_world_points
-from planner_pkg.sim.lockstep import NONE_NS, LockstepBarrier, StepManifest, seconds_to_ns
+from planner_pkg.sim.lockstep import LockstepBarrier, seconds_to_ns
 from planner_pkg.sim.params import CameraParams
 from planner_pkg.sim.rate_control import RATE_COMMAND_TIMEOUT_S
 from planner_pkg.types import Setpoint, VehicleState
 
 NODE_NAME = "sim_bridge"
 DEFAULT_WORLD = "forest_small.yaml"
-RESEND_CLOCK_S = 0.5  # while lockstep waits, /clock is re-sent this often (wall s)
 
 
 def find_world(name: str) -> Path:
@@ -103,6 +103,27 @@ def find_world(name: str) -> Path:
             return cand
     raise FileNotFoundError(f"world file {name!r} not found (looked in the working directory and "
                             f"{[str(x.parent) for x in candidates]})")
+
+
+def load_world_param(name: str):
+    """(world, path) of the ``world_file`` parameter's world (see :func:`find_world`); a
+    ParameterConfigError naming the parameter where it is not found or cannot be read."""
+    from planner_pkg.world import WorldFormatError, load_world
+
+    try:
+        path = find_world(name)
+        return load_world(path), path
+    except (FileNotFoundError, WorldFormatError, OSError) as exc:
+        raise ParameterConfigError(f"parameter 'world_file' refused: {exc}") from None
+
+
+def simulator_options(cfg: "SimBridgeConfig") -> dict:
+    """The keyword arguments of each simulated vehicle (EmbeddedSim, the swarm's SwarmStepper)
+    that the parameters set."""
+    return dict(vehicle=cfg.vehicle, dynamics_rate_hz=cfg.dynamics_rate_hz, control_rate_hz=cfg.control_rate_hz,
+                camera_rate_hz=cfg.camera_rate_hz, odom_rate_hz=cfg.odom_rate_hz, camera=cfg.camera,
+                with_points=cfg.publish_cloud, setpoint_timeout_s=cfg.setpoint_timeout_s, seed=cfg.seed,
+                setpoint_extrapolation_s=cfg.setpoint_extrapolation_s)
 
 
 @dataclass(frozen=True)
@@ -189,10 +210,9 @@ class SimBridge(Node):
         self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0, "bad_lockstep_reports": 0, "lockstep_faults": 0,
                          "body_rate_commands": 0, "bad_body_rate_commands": 0}
         self.events: list = []
-        self.pub_odom = self.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
-        # reliable in lockstep (no frame lost under load); best-effort subscribers still match
-        self.pub_cloud = self.create_publisher(PointCloud2, c.TOPIC_CLOUD,
-                                               ls.LOCKSTEP_SENSOR_QOS if cfg.lockstep and cfg.mode == "embedded" else c.SENSOR_QOS)
+        # odom, cloud; in embedded mode depth/image and sim/lockstep too, and the newest stamps
+        self.vehicle = sv.VehicleTopics(self, self.params, embedded=cfg.mode == "embedded")
+        self.pub_odom, self.pub_cloud = self.vehicle.pub_odom, self.vehicle.pub_cloud
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
         self.create_subscription(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, self._on_setpoint, c.SETPOINT_QOS)
         self.create_subscription(TwistStamped, c.TOPIC_BODY_RATE_SETPOINT, self._on_body_rates, c.SETPOINT_QOS)
@@ -209,25 +229,14 @@ class SimBridge(Node):
 
     # -- embedded --------------------------------------------------------------------------------
     def _init_embedded(self, cfg: SimBridgeConfig) -> None:
-        from planner_pkg.world import WorldFormatError, load_world
-
-        try:
-            path = find_world(cfg.world_file)
-            self.world = load_world(path)
-        except (FileNotFoundError, WorldFormatError, OSError) as exc:
-            raise ParameterConfigError(f"parameter 'world_file' refused: {exc}") from None
+        self.world, path = load_world_param(cfg.world_file)
         start = np.asarray(cfg.start_m, dtype=np.float64)
         lo, hi = np.asarray(self.world.bounds_min), np.asarray(self.world.bounds_max)
         if (start < lo).any() or (start > hi).any():
             raise ParameterConfigError(f"parameter 'start_m' refused: {start.tolist()} is outside the world bounds "
                                        f"{lo.tolist()} .. {hi.tolist()}")
         try:
-            self.sim = EmbeddedSim(self.world, start, cfg.start_yaw_rad, vehicle=cfg.vehicle,
-                                   dynamics_rate_hz=cfg.dynamics_rate_hz, control_rate_hz=cfg.control_rate_hz,
-                                   camera_rate_hz=cfg.camera_rate_hz, odom_rate_hz=cfg.odom_rate_hz,
-                                   camera=cfg.camera, with_points=cfg.publish_cloud,
-                                   setpoint_timeout_s=cfg.setpoint_timeout_s, seed=cfg.seed,
-                                   setpoint_extrapolation_s=cfg.setpoint_extrapolation_s,
+            self.sim = EmbeddedSim(self.world, start, cfg.start_yaw_rad, **simulator_options(cfg),
                                    rate_command_timeout_s=cfg.rate_command_timeout_s)
         except ValueError as exc:
             raise ParameterConfigError(f"simulator refused its parameters: {exc}") from None
@@ -236,21 +245,13 @@ class SimBridge(Node):
                                        f"{self.sim.radius_m} m of an obstacle")
         self.world_path = str(path)
         self.pub_clock = self.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
-        self.pub_depth = self.create_publisher(Image, c.TOPIC_DEPTH,
-                                               ls.LOCKSTEP_SENSOR_QOS if cfg.lockstep and cfg.mode == "embedded" else c.SENSOR_QOS)
         self.pub_map = self.create_publisher(MarkerArray, c.TOPIC_MAP_MARKERS, c.LATCHED_QOS)
         self.pub_map.publish(conv.world_to_markers(self.world, 0.0, cfg.map_frame))
         self.tf = c.tf_broadcaster(self)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
-        self._last_wall: Optional[float] = None
-        self._carry_s = 0.0  # sim time due but not yet stepped (less than one dynamics step)
+        self.pacer = sv.StepPacer()
         self.lockstep = LockstepBarrier(cfg.lockstep_participants, cfg.lockstep_start_on_goal,
                                         cfg.lockstep_fault_timeout_s) if cfg.lockstep else None
-        self._at_limit = False  # the last step was cut short by lockstep
-        self._resent_wall = -math.inf  # wall time /clock was last re-sent while waiting
-        self._odom_ns = NONE_NS  # stamps of the newest odometry / frame published
-        self._frame_ns = NONE_NS
-        self.pub_manifest = self.create_publisher(DiagnosticStatus, ls.TOPIC_MANIFEST, ls.LOCKSTEP_QOS)
         self.create_subscription(DiagnosticStatus, ls.TOPIC_REPORT, self._on_report, ls.LOCKSTEP_SUB_QOS)
         self._publish_manifest()
         self._publish_clock(0.0)
@@ -266,32 +267,19 @@ class SimBridge(Node):
 
     def _publish_manifest(self) -> None:
         if self.lockstep is not None:
-            manifest = StepManifest(t_ns=seconds_to_ns(self.sim.t), odom_ns=self._odom_ns, frame_ns=self._frame_ns)
-            self.pub_manifest.publish(ls.to_msg(self.get_name(), manifest))
+            self.vehicle.publish_manifest(self.sim.t)
 
     def _step(self) -> None:
         cfg = self.params.config
         wall = time.monotonic()
-        elapsed = cfg.step_period_s if self._last_wall is None else wall - self._last_wall
-        self._last_wall = wall
-        want = cfg.max_step_s if cfg.real_time_factor == 0 else min(elapsed * cfg.real_time_factor, cfg.max_step_s)
-        self._carry_s = min(self._carry_s + want, cfg.max_step_s)
-        n = int(math.floor(self._carry_s / self.sim.dt + 1e-6))
-        allowed = self._lockstep_allowance(wall)
-        self._at_limit = allowed is not None and allowed <= n
-        if self._at_limit:
-            n = allowed  # the rest stays due (at most max_step_s): caught up once lockstep allows
-        self._carry_s = max(self._carry_s - n * self.sim.dt, 0.0)
+        n = self.pacer.steps(cfg, wall, self.sim.dt, self._lockstep_allowance)
         if n <= 0:
-            if self._at_limit and wall - self._resent_wall >= RESEND_CLOCK_S:
-                # waiting: re-send the clock (a node that missed it, or restarted, needs one), and
-                # before the start the odometry of the start (a mission sends its goal once it
-                # sees the vehicle; the simulator may be waiting for that goal)
-                self._resent_wall = wall
+            if self.pacer.resend_due(wall):
+                # waiting: re-send the clock, and before the start the odometry of the start (a
+                # mission sends its goal once it sees the vehicle; the simulator may be waiting
+                # for that goal)
                 if not self.lockstep.started:
-                    state = self.sim.state()
-                    self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
-                    self._odom_ns = seconds_to_ns(state.t)
+                    self.vehicle.publish_state(self.sim.state())
                     self._publish_manifest()
                 self._publish_clock(self.sim.t)
             return
@@ -301,31 +289,17 @@ class SimBridge(Node):
         for text in out.events:
             self._event(text)
         for state in out.odometry:
-            self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
-            self._odom_ns = seconds_to_ns(state.t)
+            self.vehicle.publish_state(state)
         if out.odometry and self.tf is not None:
             self.tf(out.odometry[-1], cfg.map_frame, cfg.base_frame)
-        for frame in out.frames:
-            self.counters["frames"] += 1
-            if cfg.publish_depth:
-                self.pub_depth.publish(conv.depth_to_image(frame.depth, frame.t, cfg.camera_frame))
-            if cfg.publish_cloud and frame.points is not None:
-                self.pub_cloud.publish(conv.points_to_cloud(frame.points, frame.t, cfg.map_frame))
-            if cfg.publish_depth or (cfg.publish_cloud and frame.points is not None):
-                self._frame_ns = seconds_to_ns(frame.t)
+        self.counters["frames"] += self.vehicle.publish_frames(out.frames)
         # the manifest, then the clock: a node woken by the clock knows which data of now to wait for
         self._publish_manifest()
         self._publish_clock(self.sim.t)
 
     # -- lockstep --------------------------------------------------------------------------------
     def _lockstep_state(self) -> str:
-        b = self.lockstep
-        if b is None:
-            return "off"
-        if b.fault:
-            return "fault"
-        on = b.waiting_for()
-        return f"waiting for {on}" if on else ("engaged" if b.started else "starting")
+        return sv.lockstep_state([] if self.lockstep is None else [("", self.lockstep)])
 
     def _lockstep_allowance(self, wall: float) -> Optional[int]:
         """Dynamics steps lockstep allows now (None = no limit: lockstep off)."""
@@ -341,36 +315,23 @@ class SimBridge(Node):
             return n
         had_fault = bool(b.fault)
         if b.blocked(wall, on) and not had_fault:
-            self.counters["lockstep_faults"] += 1
-            self.log.error(f"lockstep fault at sim time {self.sim.t:.3f} s: {b.fault}; the simulation is stopped")
-            self._publish_status()
+            self._fault_logged(b.fault)
         return 0
 
+    def _fault_logged(self, fault: str) -> None:
+        self.counters["lockstep_faults"] += 1
+        self.log.error(f"lockstep fault at sim time {self.sim.t:.3f} s: {fault}; the simulation is stopped")
+        self._publish_status()
+
     def _resume(self) -> None:
-        if self._at_limit:
+        if self.pacer.at_limit:
             self._step()  # resume at once rather than at the next timer tick
 
     def _on_report(self, msg: DiagnosticStatus, info) -> None:
         if self.lockstep is None or self.sim is None:
             return
-        try:
-            report = ls.report_from_msg(msg)
-        except ValueError as exc:
-            self.counters["bad_lockstep_reports"] += 1
-            if self.throttle("lockstep"):
-                self.log.warning(f"lockstep report refused: {exc}")
-            return
-        if report.name not in self.lockstep.reports:
-            self.log.info(f"lockstep: {report.name} reports (next tick at {report.next_ns * 1e-9:.3f} s)")
-        gid = info.get("publisher_gid") if isinstance(info, dict) else None
-        gid = bytes(gid.get("data", b"") if isinstance(gid, dict) else (gid or b""))
-        had_fault = bool(self.lockstep.fault)
-        self.lockstep.saw_report(report, gid)
-        if self.lockstep.fault and not had_fault:
-            self.counters["lockstep_faults"] += 1
-            self.log.error(f"lockstep fault at sim time {self.sim.t:.3f} s: {self.lockstep.fault}; the simulation is stopped")
-            self._publish_status()
-        self._resume()
+        if sv.take_report(self.lockstep, msg, info, self.counters, self.throttle, self.log, self._fault_logged):
+            self._resume()
 
     def _setpoint_arrived(self, msg: MultiDOFJointTrajectory) -> None:
         if self.lockstep is None:
@@ -386,11 +347,7 @@ class SimBridge(Node):
     # -- setpoints (both modes) ------------------------------------------------------------------
     def _on_setpoint(self, msg: MultiDOFJointTrajectory) -> None:
         try:
-            if msg.header.frame_id not in ("", self.params.config.map_frame):
-                raise ValueError(f"setpoint in frame {msg.header.frame_id!r}, expected {self.params.config.map_frame!r}")
-            setpoint = conv.msg_to_setpoint(msg)
-            if setpoint.is_empty:
-                raise ValueError("empty setpoint: no position, velocity or acceleration given")
+            setpoint = sv.read_setpoint(msg, self.params.config.map_frame)
         except ValueError as exc:
             self.counters["bad_setpoints"] += 1
             held = self.sim.hold() if self.sim is not None else None

@@ -23,11 +23,25 @@ from typing import Dict, List, Optional
 
 from planner_pkg.nodes.run import READY_FD_ENV
 
-__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_CONFIG", "MAX_RESTARTS", "NodeSpec", "Supervisor"]
+__all__ = ["EXIT_OK", "EXIT_FAILED", "EXIT_USAGE", "EXIT_CONFIG", "MAX_RESTARTS", "NodeSpec", "Supervisor",
+           "launch_helpers"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_CONFIG = 2  # a node refused its parameters (planner_pkg.nodes.common.EXIT_CONFIG)
 MAX_RESTARTS = 5
+
+
+def launch_helpers(launch_file: str):
+    """The module ``node_supervision.py`` next to ``launch_file`` (a launch file's ``__file__``:
+    launch/, installed as share/planner_pkg/launch): what the launch files share (these rules,
+    reading their arguments). Loaded from that folder by path, as it is not on ``sys.path``."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(launch_file)), "node_supervision.py")
+    spec = importlib.util.spec_from_file_location("planner_pkg_node_supervision", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass(frozen=True)

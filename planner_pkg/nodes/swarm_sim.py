@@ -8,7 +8,8 @@ contract (``nodes/sim_bridge.py``): it publishes ``odom``, ``depth/image``, ``cl
 (the sim_bridge's keys, so a bringup mission judges it the same way, plus ``drone_collision`` and
 ``min_inter_drone_distance_m``) and ``sim/lockstep``, and takes ``setpoint`` and
 ``planning/lockstep``. The driver node (``swarm_sim``, root namespace) publishes ``/clock`` and
-``/map/markers``. The single-drone ``sim_bridge`` is unchanged.
+``/map/markers``. The single-drone ``sim_bridge`` is unchanged; what both publish and read per
+vehicle (topics, stamps, setpoints, reports, pacing) is one code, ``nodes/sim_vehicle.py``.
 
 Parameters: the sim_bridge's (``SimBridgeConfig``: world, rates, lockstep, real-time factor, ...;
 ``start_m`` / ``start_yaw_rad`` / ``mode`` / ``gz_*`` do not apply) plus ``drones``, ``starts_m``
@@ -33,22 +34,21 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-from nav_msgs.msg import Odometry
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
-from sensor_msgs.msg import Image, PointCloud2
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 from visualization_msgs.msg import MarkerArray
 
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
 from planner_pkg.nodes import lockstep as ls
+from planner_pkg.nodes import sim_vehicle as sv
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
-from planner_pkg.nodes.sim_bridge import RESEND_CLOCK_S, SimBridgeConfig, find_world
+from planner_pkg.nodes.sim_bridge import SimBridgeConfig, load_world_param, simulator_options
 from planner_pkg.nodes.swarm_link import drone_namespace
 from planner_pkg.sim.swarm_embedded import SwarmStepper
-from planner_pkg.sim.lockstep import NONE_NS, LockstepBarrier, StepManifest, seconds_to_ns
+from planner_pkg.sim.lockstep import LockstepBarrier, seconds_to_ns
 
 NODE_NAME = "swarm_sim"
 DRONE_NODE = "sim_bridge"  # each drone's part, in /drone<i> (what a mission trusts)
@@ -90,19 +90,13 @@ class _Drone:
         self.i = i
         self.sim = sim
         node = self.node
-        sensor_qos = ls.LOCKSTEP_SENSOR_QOS if cfg.lockstep else c.SENSOR_QOS
-        self.pub_odom = node.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
-        self.pub_depth = node.create_publisher(Image, c.TOPIC_DEPTH, sensor_qos)
-        self.pub_cloud = node.create_publisher(PointCloud2, c.TOPIC_CLOUD, sensor_qos)
+        self.topics = sv.VehicleTopics(node, sim.params)  # odom, depth/image, cloud, sim/lockstep
         self.pub_status = node.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
-        self.pub_manifest = node.create_publisher(DiagnosticStatus, ls.TOPIC_MANIFEST, ls.LOCKSTEP_QOS)
         node.create_subscription(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, self._on_setpoint, c.SETPOINT_QOS)
         node.create_subscription(DiagnosticStatus, ls.TOPIC_REPORT, self._on_report, ls.LOCKSTEP_SUB_QOS)
         self.barrier = LockstepBarrier(cfg.lockstep_participants, cfg.lockstep_start_on_goal,
                                        cfg.lockstep_fault_timeout_s) if cfg.lockstep else None
         self.counters = {"bad_setpoints": 0, "setpoints": 0, "frames": 0, "bad_lockstep_reports": 0}
-        self.odom_ns = NONE_NS
-        self.frame_ns = NONE_NS
         self.events: List[str] = []
         self.throttle = c.Throttle(2.0)
 
@@ -112,18 +106,13 @@ class _Drone:
 
     def publish_manifest(self) -> None:
         if self.barrier is not None:
-            m = StepManifest(t_ns=seconds_to_ns(self.sim.stepper.t), odom_ns=self.odom_ns, frame_ns=self.frame_ns)
-            self.pub_manifest.publish(ls.to_msg(self.node.get_name(), m))
+            self.topics.publish_manifest(self.sim.stepper.t)
 
     def _on_setpoint(self, msg: MultiDOFJointTrajectory) -> None:
         cfg = self.sim.params.config
         sim = self.stepper_sim
         try:
-            if msg.header.frame_id not in ("", cfg.map_frame):
-                raise ValueError(f"setpoint in frame {msg.header.frame_id!r}, expected {cfg.map_frame!r}")
-            setpoint = conv.msg_to_setpoint(msg)
-            if setpoint.is_empty:
-                raise ValueError("empty setpoint: no position, velocity or acceleration given")
+            setpoint = sv.read_setpoint(msg, cfg.map_frame)
         except ValueError as exc:
             self.counters["bad_setpoints"] += 1
             held = sim.hold()
@@ -138,49 +127,21 @@ class _Drone:
             self.sim.resume()
 
     def _on_report(self, msg: DiagnosticStatus, info) -> None:
-        b = self.barrier
-        if b is None:
+        if self.barrier is None:
             return
-        try:
-            report = ls.report_from_msg(msg)
-        except ValueError as exc:
-            self.counters["bad_lockstep_reports"] += 1
-            if self.throttle("lockstep"):
-                self.node.get_logger().warning(f"lockstep report refused: {exc}")
-            return
-        if report.name not in b.reports:
-            self.node.get_logger().info(f"lockstep: {report.name} reports (next tick at {report.next_ns * 1e-9:.3f} s)")
-        gid = info.get("publisher_gid") if isinstance(info, dict) else None
-        gid = bytes(gid.get("data", b"") if isinstance(gid, dict) else (gid or b""))
-        had_fault = bool(b.fault)
-        b.saw_report(report, gid)
-        if b.fault and not had_fault:
-            self.sim.fault_logged(self, b.fault)
-        self.sim.resume()
+        if sv.take_report(self.barrier, msg, info, self.counters, self.throttle, self.node.get_logger(),
+                          lambda fault: self.sim.fault_logged(self, fault)):
+            self.sim.resume()
 
     def publish(self, out) -> None:
-        cfg = self.sim.params.config
-        for state in out.odometry:
-            self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
-            self.odom_ns = seconds_to_ns(state.t)
-        for frame in out.frames:
-            self.counters["frames"] += 1
-            if cfg.publish_depth:
-                self.pub_depth.publish(conv.depth_to_image(frame.depth, frame.t, cfg.camera_frame))
-            if cfg.publish_cloud and frame.points is not None:
-                self.pub_cloud.publish(conv.points_to_cloud(frame.points, frame.t, cfg.map_frame))
-            if cfg.publish_depth or (cfg.publish_cloud and frame.points is not None):
-                self.frame_ns = seconds_to_ns(frame.t)
+        self.counters["frames"] += self.topics.publish_output(out)
         for text in out.events:
             self.events.append(text)
             del self.events[:-20]
             self.node.get_logger().warning(text)
 
     def publish_start_odometry(self) -> None:
-        cfg = self.sim.params.config
-        state = self.stepper_sim.state()
-        self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
-        self.odom_ns = seconds_to_ns(state.t)
+        self.topics.publish_state(self.stepper_sim.state())
 
     def publish_status(self, fault: str) -> None:
         sim, st = self.stepper_sim, self.sim.stepper
@@ -211,22 +172,11 @@ class SwarmSim(Node):
         self.params = ConfigParameters(self, SwarmSimConfig)
         cfg = self.params.config
         self.log = self.get_logger()
-        from planner_pkg.world import WorldFormatError, load_world
-
-        try:
-            path = find_world(cfg.world_file)
-            self.world = load_world(path)
-        except (FileNotFoundError, WorldFormatError, OSError) as exc:
-            raise ParameterConfigError(f"parameter 'world_file' refused: {exc}") from None
+        self.world, path = load_world_param(cfg.world_file)
         self.world_path = str(path)
         starts = np.asarray(cfg.starts_m, dtype=np.float64).reshape(-1, 3)
         try:
-            self.stepper = SwarmStepper(self.world, starts, cfg.start_yaws_rad, seed=cfg.seed, vehicle=cfg.vehicle,
-                                        dynamics_rate_hz=cfg.dynamics_rate_hz, control_rate_hz=cfg.control_rate_hz,
-                                        camera_rate_hz=cfg.camera_rate_hz, odom_rate_hz=cfg.odom_rate_hz,
-                                        camera=cfg.camera, with_points=cfg.publish_cloud,
-                                        setpoint_timeout_s=cfg.setpoint_timeout_s,
-                                        setpoint_extrapolation_s=cfg.setpoint_extrapolation_s)
+            self.stepper = SwarmStepper(self.world, starts, cfg.start_yaws_rad, **simulator_options(cfg))
         except ValueError as exc:
             raise ParameterConfigError(f"simulator refused its parameters: {exc}") from None
         self._check_starts(starts)
@@ -236,10 +186,7 @@ class SwarmSim(Node):
         self.pub_map = self.create_publisher(MarkerArray, c.TOPIC_MAP_MARKERS, c.LATCHED_QOS)
         self.pub_map.publish(conv.world_to_markers(self.world, 0.0, cfg.map_frame))
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
-        self._last_wall: Optional[float] = None
-        self._carry_s = 0.0
-        self._at_limit = False
-        self._resent_wall = -math.inf
+        self.pacer = sv.StepPacer()
         self.lockstep_faults = 0
         for d in self.drones:
             d.publish_manifest()
@@ -285,14 +232,7 @@ class SwarmSim(Node):
         self._publish_status()
 
     def lockstep_state(self) -> str:
-        if not self._barriers():
-            return "off"
-        if self.fault():
-            return "fault"
-        on = [f"drone {d.i}: {d.barrier.waiting_for()}" for d in self.drones if d.barrier.waiting_for()]
-        if on:
-            return "waiting for " + "; ".join(on)
-        return "engaged" if all(b.started for b in self._barriers()) else "starting"
+        return sv.lockstep_state([(f"drone {d.i}: ", d.barrier) for d in self.drones if d.barrier is not None])
 
     def _allowance(self, wall: float) -> Optional[int]:
         """Dynamics steps every drone's lockstep allows now (None = no limit: lockstep off)."""
@@ -319,7 +259,7 @@ class SwarmSim(Node):
         return 0
 
     def resume(self) -> None:
-        if self._at_limit:
+        if self.pacer.at_limit:
             self._step()
 
     def _step(self) -> None:
@@ -329,19 +269,10 @@ class SwarmSim(Node):
                 self.executor.add_node(d.node)
             self._added = True
         wall = time.monotonic()
-        elapsed = cfg.step_period_s if self._last_wall is None else wall - self._last_wall
-        self._last_wall = wall
-        want = cfg.max_step_s if cfg.real_time_factor == 0 else min(elapsed * cfg.real_time_factor, cfg.max_step_s)
-        self._carry_s = min(self._carry_s + want, cfg.max_step_s)
-        n = int(math.floor(self._carry_s / self.stepper.dt + 1e-6))
-        allowed = self._allowance(wall) if self._barriers() else None
-        self._at_limit = allowed is not None and allowed <= n
-        if self._at_limit:
-            n = allowed
-        self._carry_s = max(self._carry_s - n * self.stepper.dt, 0.0)
+        n = self.pacer.steps(cfg, wall, self.stepper.dt,
+                             lambda now: self._allowance(now) if self._barriers() else None)
         if n <= 0:
-            if self._at_limit and wall - self._resent_wall >= RESEND_CLOCK_S:
-                self._resent_wall = wall
+            if self.pacer.resend_due(wall):
                 if not all(b.started for b in self._barriers()):
                     for d in self.drones:  # a mission sends its goal once it sees its vehicle
                         d.publish_start_odometry()

@@ -30,7 +30,6 @@ from typing import Optional, Tuple
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry
-from rclpy.node import Node
 from trajectory_msgs.msg import MultiDOFJointTrajectory
 
 from planner_pkg.config_schema import Config
@@ -97,7 +96,7 @@ class YawLimiter:
         return self.yaw
 
 
-class TrajServer(Node):
+class TrajServer(c.LockstepNode):
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
         self.params = ConfigParameters(self, TrajServerConfig, on_change=self._config_changed)
@@ -257,12 +256,6 @@ class TrajServer(Node):
         if self.trajectory is not None:
             values.append(("trajectory_end_s", f"{self.trajectory.t_end:.3f}"))
         self.pub_status.publish(conv.make_status(self.get_name(), level, self.mode, values, now))
-
-    def destroy_node(self):
-        lockstep = getattr(self, "lockstep", None)
-        if lockstep is not None:
-            lockstep.close()  # its clock-jump callback must not outlive the node
-        return super().destroy_node()
 
 
 def main(args=None) -> int:
