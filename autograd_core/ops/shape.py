@@ -330,15 +330,20 @@ def broadcast_to(self, shape):
 class RepeatBackward0(Node):
     __slots__ = ("shape", "reps")
 
-    def backward(self, g):
+    def split_axes(self):
+        """The gradient's shape with each axis split into (repetitions, size), and the repetition axes."""
         reps, shape = self.reps, self.shape
         lead = len(reps) - len(shape)
         full = (1,) * lead + tuple(shape)
         inter = []
         for r, s in zip(reps, full):
             inter += [r, s]
-        gs = g.reshape(inter).sum(axis=tuple(range(0, 2 * len(reps), 2)))
-        return (gs.reshape(shape),)
+        return tuple(inter), tuple(range(0, 2 * len(reps), 2))
+
+    def backward(self, g):
+        inter, axes = self.split_axes()
+        gs = g.reshape(inter).sum(axis=axes)
+        return (gs.reshape(self.shape),)
 
 
 def repeat(self, *sizes):
