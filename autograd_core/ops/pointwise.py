@@ -1,3 +1,4 @@
+# 628 lines: one op family, each node beside its op; export's op table keys them by module (ops.pointwise:<op>).
 """Element-wise functions, activations, clamp, minimum/maximum, where, comparisons."""
 from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, as_float, binary_result_dtype, const, next_seq, node1,
                     np, operand, reduce_to_shape, saved_version)

@@ -1,3 +1,4 @@
+# 630 lines: one op family sharing `_view`; export's op table keys them by module (ops.shape:<op>).
 """Shape ops (views share data and the version counter with their base), joins and splits, copies."""
 from weakref import ref as _weakref
 
