@@ -135,7 +135,7 @@ class Tensor:
             hooks = []
             self._extra_set("hooks", hooks)
         hooks.append(hook)
-        from .function import _RemovableHandle
+        from ._node import _RemovableHandle
         return _RemovableHandle(hooks, hook)
 
     def _extra_get(self, key):
@@ -173,7 +173,7 @@ class Tensor:
             if seed.shape != d.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[0] has a shape of {tuple(seed.shape)} and "
                                    f"output[0] has a shape of {tuple(d.shape)}.")
-        _F.backward_from(fn, self._nr, seed, bool(retain_graph))
+        _engine.backward_from(fn, self._nr, seed, bool(retain_graph))
 
     def detach(self):
         """A tensor sharing data and version counter, cut from the graph."""
@@ -422,9 +422,9 @@ def _wrap(data, node=None, vc=None):
     return t
 
 
-from . import function as _F  # noqa: E402  (function.py needs _wrap, defined above)
+from . import _engine, function as _F  # noqa: E402  (the engine and function.py need _wrap, defined above)
 
-_F._wrap = _wrap
+_engine._wrap = _F._wrap = _wrap
 
 
 def is_tensor(obj):

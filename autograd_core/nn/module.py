@@ -1,3 +1,4 @@
+# 642 lines: one class (torch's Module API on three ordered dicts); a split would scatter its methods.
 """`Module`: the base class of every layer, with torch's registration, traversal and state API.
 
 Parameters, buffers and submodules live in three ordered dicts (`_parameters`, `_buffers`,

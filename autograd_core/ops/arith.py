@@ -1,3 +1,4 @@
+# 649 lines: one op family, each node beside its op; export's op table keys them by module (ops.arith:<op>).
 """Arithmetic: + - * / ** @, negation, their reflected forms, and in-place variants."""
 from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, node1, binary_result_dtype, const, next_seq, np,
                     operand, reduce_to_shape, saved_version)

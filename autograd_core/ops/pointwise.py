@@ -1,3 +1,4 @@
+# 628 lines: one op family, each node beside its op; export's op table keys them by module (ops.pointwise:<op>).
 """Element-wise functions, activations, clamp, minimum/maximum, where, comparisons."""
 from ._base import (D, Node, Tensor, _gs, _new, _obj_new, _wrap, as_float, binary_result_dtype, const, next_seq, node1,
                     np, operand, reduce_to_shape, saved_version)
@@ -275,9 +276,9 @@ class ClampBackward0(Node):
 
     __slots__ = ("shapes",)
 
-    def backward(self, g):
+    def masks(self):
+        """Where the gradient goes to x, to the lower and to the upper bound (None: no bound)."""
         x, lo, hi = self.saved
-        sx, slo, shi = self.shapes
         x_mask = True
         lo_mask = hi_mask = None
         if lo is not None:
@@ -290,8 +291,11 @@ class ClampBackward0(Node):
             hi_mask = x > hi
             if lo is not None:
                 hi_mask = hi_mask | (hi < lo)
+        return x_mask, lo_mask, hi_mask
+
+    def backward(self, g):
         out = []
-        for e, shape, mask in zip(self.next_edges, (sx, slo, shi), (x_mask, lo_mask, hi_mask)):
+        for e, shape, mask in zip(self.next_edges, self.shapes, self.masks()):
             out.append(None if e is None else reduce_to_shape(_masked(g, mask), shape))
         return tuple(out)
 

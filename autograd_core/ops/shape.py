@@ -1,3 +1,4 @@
+# 630 lines: one op family sharing `_view`; export's op table keys them by module (ops.shape:<op>).
 """Shape ops (views share data and the version counter with their base), joins and splits, copies."""
 from weakref import ref as _weakref
 
@@ -330,15 +331,20 @@ def broadcast_to(self, shape):
 class RepeatBackward0(Node):
     __slots__ = ("shape", "reps")
 
-    def backward(self, g):
+    def split_axes(self):
+        """The gradient's shape with each axis split into (repetitions, size), and the repetition axes."""
         reps, shape = self.reps, self.shape
         lead = len(reps) - len(shape)
         full = (1,) * lead + tuple(shape)
         inter = []
         for r, s in zip(reps, full):
             inter += [r, s]
-        gs = g.reshape(inter).sum(axis=tuple(range(0, 2 * len(reps), 2)))
-        return (gs.reshape(shape),)
+        return tuple(inter), tuple(range(0, 2 * len(reps), 2))
+
+    def backward(self, g):
+        inter, axes = self.split_axes()
+        gs = g.reshape(inter).sum(axis=axes)
+        return (gs.reshape(self.shape),)
 
 
 def repeat(self, *sizes):

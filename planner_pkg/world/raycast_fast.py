@@ -1,3 +1,4 @@
+# 726 lines: one algorithm (image-plane culled casting); its lattice, bounds and kernels share one frame and MARGIN.
 """Single-origin ray casting culled in an image plane: the depth camera's fast path.
 
 Rays that share one origin and fit in a cone narrower than ~150 degrees (a pinhole camera's

@@ -1,8 +1,8 @@
-"""Differentiable backward formulas (`backward_t`, see `_double.py`) for the recurrent cell kernels,
+"""Differentiable backward formulas (`backward_t`, see the package docstring) for the recurrent cell kernels,
 `prod` at exact zeros, and the ops that came with NumPy-only backwards: tril/triu, topk/sort, the
 scatter family, embedding and Categorical.log_prob.
 
-Imported by `_double.py`, so they are attached whenever the graph-recording sweep runs; the NumPy
+Imported by the package `__init__`, so they are attached whenever the graph-recording sweep runs; the NumPy
 `backward` of each node (the first-order fast path) is untouched.
 
 The recurrent formulas mirror the NumPy ones in `nn/_functional_rnn.py` on Tensors. The gate
@@ -12,13 +12,13 @@ used, never its value, so the biases (not saved by the kernels) are needed only 
 """
 import numpy as np
 
-from .ops import arith as A, indexing as I, pointwise as P, reduction as R, shape as S
-from .ops._base import node1
-from .ops.extra import TrilBackward0, TriuBackward0, tril, triu
-from .ops.scatter import ScatterAddBackward0, ScatterBackward0, ScatterBackward1
-from .ops.sorting import SortBackward0, TopkBackward0
-from .tensor import _wrap
-from ._double import _AliasBackward, _along_key, _c, _inp, _outp, _reg, _unsq, index_scatter, sum_to
+from ..ops import arith as A, indexing as I, pointwise as P, reduction as R, shape as S
+from ..ops._base import node1
+from ..ops.extra import TrilBackward0, TriuBackward0, tril, triu
+from ..ops.scatter import ScatterAddBackward0, ScatterBackward0, ScatterBackward1
+from ..ops.sorting import SortBackward0, TopkBackward0
+from ..tensor import _wrap
+from ._base import _AliasBackward, _along_key, _c, _inp, _outp, _reg, _unsq, index_scatter, sum_to
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def _gru_step(gi, gh, hp, r, z, n, ghn, dh, H):
 
 
 def _register_rnn():
-    from .nn import _functional_rnn as RN
+    from ..nn import _functional_rnn as RN
 
     @_reg(RN.GRUCellBackward0)
     def _gru_cell(self, g):
@@ -317,8 +317,8 @@ def _scatter_add(self, g):
 
 
 def _register_embedding_categorical():
-    from .nn._functional_extra import EmbeddingBackward0
-    from .distributions.categorical import CategoricalLogProbBackward0
+    from ..nn._functional_extra import EmbeddingBackward0
+    from ..distributions.categorical import CategoricalLogProbBackward0
 
     @_reg(EmbeddingBackward0)
     def _embedding(self, g):
