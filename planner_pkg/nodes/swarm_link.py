@@ -57,13 +57,6 @@ def peer_report_topic(i: int) -> str:
     return f"{drone_namespace(i)}/{TOPIC_REPORT}"
 
 
-def _gid(info) -> bytes:
-    gid = info.get("publisher_gid") if isinstance(info, dict) else None
-    if isinstance(gid, dict):
-        gid = gid.get("data", b"")
-    return bytes(gid or b"")
-
-
 class RosBroadcast:
     """This drone's end of the broadcast topic (see the module docstring)."""
 
@@ -134,7 +127,7 @@ class RosBroadcast:
                 log.warning(f"swarm broadcast refused ({self.refused} so far): {exc}")
             return
         if drone_id == self.drone_id:
-            if not self._is_own(_gid(info)):
+            if not self._is_own(c.publisher_gid(info)):
                 self.duplicate_id += 1
                 if self.throttle("duplicate"):
                     log.warning(f"swarm broadcast with this drone's own id {drone_id} from another node "
