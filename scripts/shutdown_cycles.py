@@ -13,8 +13,10 @@ node exit codes come from the bringup's "NAME stopped (exit N)" lines; a "Traceb
 in the output counts against the cycle too.
 
 A clean cycle: every node exited 0, no traceback, the bringup exited 0. The script exits 0 when
-every cycle was clean, else 1. Each run uses a random ROS_DOMAIN_ID (1-101) and a namespace of
-its own, so it neither sees nor disturbs other graphs on the machine (``/clock`` is global).
+every cycle was clean, else 1. Each run claims a ROS_DOMAIN_ID as the test suite's tests do
+(``test/ros_domains.py``: an exclusive lock per id, so a test run beside it never gets the same
+one) and uses a namespace of its own, so it neither sees nor disturbs other graphs on the machine
+(``/clock`` is global).
 """
 from __future__ import annotations
 
@@ -175,11 +177,22 @@ def run_cycle(index: int, double_sigint: bool, *, profile: str, namespace: str, 
     return result
 
 
-def ros_env(domain_id: Optional[int] = None) -> dict:
+def claim_domain():
+    """A ROS domain id claimed as the tests claim theirs (test/ros_domains.py; held until released)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ros_domains", Path(__file__).resolve().parents[1] / "test"
+                                                  / "ros_domains.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.claim_ros_domain()
+
+
+def ros_env(domain_id: int) -> dict:
     from planner_pkg.nodes.bringup import ros_environment
 
     env = ros_environment()
-    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else random.SystemRandom().randint(1, 101))
+    env["ROS_DOMAIN_ID"] = str(int(domain_id))
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     env["PYTHONUNBUFFERED"] = "1"  # the bringup's "started NAME (pid N)" lines, as they happen
     return env
@@ -201,7 +214,8 @@ def main(argv=None) -> int:
     if args.cycles < 1:
         p.error("--cycles must be at least 1")
 
-    env = ros_env()
+    domain = claim_domain()
+    env = ros_env(domain.id)
     os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "AMENT_PREFIX_PATH",
                                            "RMW_IMPLEMENTATION")})
     namespace = f"/cycles{os.getpid()}"  # absolute: bringup passes it to rcl as given
@@ -225,6 +239,7 @@ def main(argv=None) -> int:
         print("interrupted", flush=True)
     finally:
         watcher.close()
+        domain.release()
     exits = [c for r in results for c in r.exit_codes.values()]
     clean = sum(r.clean for r in results)
     doubles = sum(r.double_sigint for r in results)
