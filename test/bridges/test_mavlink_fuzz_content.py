@@ -388,5 +388,9 @@ def test_ten_thousand_random_setpoints_never_stop_the_stream_or_leave_the_limits
         assert len(targets) > 100, "the fuzz never reached the wire"
         assert status.handler_errors == 0 and bridge._thread.is_alive(), status.last_error
         assert status.failsafe not in (FailsafeReason.BRIDGE_FAULT, FailsafeReason.LINK_LOST), status.failsafe_detail
-        assert status.stream_phase is StreamPhase.NOMINAL and status.streaming
+        assert status.streaming
+        # nominal again on the next good setpoint: a loaded fresh-clone run's fuzz loop (this
+        # test's own producer) stalled past the 0.5 s stale time, so the bridge held, as it should
+        assert wait_until(lambda: bridge.send_setpoint(Setpoint.hold([0.0, 0.0, 2.0])).accepted
+                          and bridge.status().stream_phase is StreamPhase.NOMINAL, 10.0), bridge.status()
         assert peer.snapshot()["mode"] == "OFFBOARD" and not any("offboard lost" in e for e in peer.events)
