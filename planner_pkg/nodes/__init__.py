@@ -3,9 +3,12 @@
 This is the only package that imports ``rclpy``. Modules:
 
     conversions        messages <-> core types (the one place that knows message layouts)
+    markers            RViz markers: one marker, delete-all, a world's obstacles
     params             ROS parameters as a view of a config dataclass (descriptors, validation)
-    common             QoS per topic, node ``main`` boilerplate, status (DiagnosticArray) helpers
+    common             QoS per topic, node ``main`` boilerplate, ``LockstepNode``, status (DiagnosticArray) helpers
     sim_bridge         node ``sim_bridge``: embedded simulator or Gazebo adapter
+    sim_vehicle        one simulated vehicle's topics (odom, depth, cloud, step manifest), shared by
+                       ``sim_bridge`` and ``swarm_sim``; the wall-clock stepping pace
     planner_node       node ``planner``: any planner of the registry (``app.planners``) (``ego``, ``direct``)
     traj_server        node ``traj_server``: trajectory -> 100 Hz setpoints
     policy_node        node ``policy``: the learned depth policy -> acceleration setpoints

@@ -1,3 +1,4 @@
+# ~600 lines: one command (its options, the node commands of each profile, the mission run and its files); the supervisor and the swarm graph are already apart (supervisor.py, swarm_bringup.py).
 """``python -m planner_pkg bringup sim|hardware|gazebo``: the launch files' graph without ``ros2 launch``.
 
 Each node runs in its own process, started as ``ros2 launch`` would start it: the same node

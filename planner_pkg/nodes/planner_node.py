@@ -46,6 +46,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes import markers as mk
 from planner_pkg.nodes.lockstep import LOCKSTEP_SENSOR_QOS, LockstepParticipant
 from planner_pkg.nodes.params import ConfigParameters
 from planner_pkg.nodes.swarm_link import SWARM_TOPIC, RosBroadcast, peer_report_topic
@@ -514,25 +515,25 @@ class PlannerNode(c.LockstepNode):
         out = MarkerArray()
         frame = cfg.frame_id
         if self.last_traj is not None and len(self.last_traj) > 1:
-            out.markers.append(conv.marker("trajectory", 0, Marker.LINE_STRIP, t, frame,
-                                           points=self.last_traj.position, scale=(0.05, 0.0, 0.0),
-                                           rgba=(0.1, 0.8, 0.2, 1.0)))
+            out.markers.append(mk.marker("trajectory", 0, Marker.LINE_STRIP, t, frame,
+                                         points=self.last_traj.position, scale=(0.05, 0.0, 0.0),
+                                         rgba=(0.1, 0.8, 0.2, 1.0)))
         if self.last_control_points is not None:
-            out.markers.append(conv.marker("control_points", 0, Marker.SPHERE_LIST, t, frame,
-                                           points=self.last_control_points, scale=(0.1, 0.1, 0.1),
-                                           rgba=(0.9, 0.5, 0.1, 1.0)))
+            out.markers.append(mk.marker("control_points", 0, Marker.SPHERE_LIST, t, frame,
+                                         points=self.last_control_points, scale=(0.1, 0.1, 0.1),
+                                         rgba=(0.9, 0.5, 0.1, 1.0)))
         guide = self._guide_path()
         if guide is not None and len(guide) > 1:
-            out.markers.append(conv.marker("guide_path", 0, Marker.LINE_STRIP, t, frame, points=guide,
-                                           scale=(0.03, 0.0, 0.0), rgba=(0.2, 0.4, 1.0, 0.8)))
+            out.markers.append(mk.marker("guide_path", 0, Marker.LINE_STRIP, t, frame, points=guide,
+                                         scale=(0.03, 0.0, 0.0), rgba=(0.2, 0.4, 1.0, 0.8)))
         if self.goal is not None:
-            out.markers.append(conv.marker("goal", 0, Marker.SPHERE, t, frame, position=self.goal,
-                                           scale=(0.3, 0.3, 0.3), rgba=(1.0, 0.1, 0.1, 1.0)))
+            out.markers.append(mk.marker("goal", 0, Marker.SPHERE, t, frame, position=self.goal,
+                                         scale=(0.3, 0.3, 0.3), rgba=(1.0, 0.1, 0.1, 1.0)))
         voxels = self._occupied_voxels(cfg.marker_voxel_radius_m)
         if voxels is not None and voxels[0].shape[0]:
             centres, size = voxels
-            out.markers.append(conv.marker("occupied", 0, Marker.CUBE_LIST, t, frame, points=centres,
-                                           scale=(size, size, size), rgba=(0.6, 0.6, 0.6, 0.5)))
+            out.markers.append(mk.marker("occupied", 0, Marker.CUBE_LIST, t, frame, points=centres,
+                                         scale=(size, size, size), rgba=(0.6, 0.6, 0.6, 0.5)))
         if out.markers:
             self.pub_markers.publish(out)
 

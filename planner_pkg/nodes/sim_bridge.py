@@ -69,6 +69,7 @@ from visualization_msgs.msg import MarkerArray
 from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes import markers as mk
 from planner_pkg.nodes import lockstep as ls
 from planner_pkg.nodes import sim_vehicle as sv
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
@@ -246,7 +247,7 @@ class SimBridge(Node):
         self.world_path = str(path)
         self.pub_clock = self.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
         self.pub_map = self.create_publisher(MarkerArray, c.TOPIC_MAP_MARKERS, c.LATCHED_QOS)
-        self.pub_map.publish(conv.world_to_markers(self.world, 0.0, cfg.map_frame))
+        self.pub_map.publish(mk.world_to_markers(self.world, 0.0, cfg.map_frame))
         self.tf = c.tf_broadcaster(self)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.pacer = sv.StepPacer()

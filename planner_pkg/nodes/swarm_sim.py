@@ -42,6 +42,7 @@ from visualization_msgs.msg import MarkerArray
 
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes import markers as mk
 from planner_pkg.nodes import lockstep as ls
 from planner_pkg.nodes import sim_vehicle as sv
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
@@ -184,7 +185,7 @@ class SwarmSim(Node):
         self.drones = [_Drone(self, i, cfg) for i in range(cfg.drones)]
         self.pub_clock = self.create_publisher(ClockMsg, c.TOPIC_CLOCK, c.CLOCK_QOS)
         self.pub_map = self.create_publisher(MarkerArray, c.TOPIC_MAP_MARKERS, c.LATCHED_QOS)
-        self.pub_map.publish(conv.world_to_markers(self.world, 0.0, cfg.map_frame))
+        self.pub_map.publish(mk.world_to_markers(self.world, 0.0, cfg.map_frame))
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.pacer = sv.StepPacer()
         self.lockstep_faults = 0

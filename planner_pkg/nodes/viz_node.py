@@ -40,6 +40,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from planner_pkg.config_schema import Config
 from planner_pkg.nodes import common as c
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes import markers as mk
 from planner_pkg.nodes.params import ConfigParameters, ParameterConfigError
 from planner_pkg.viz.config import DEFAULT_PORT, LiveViewConfig
 from planner_pkg.viz.geometry import FlownPath, bounds_edges
@@ -90,10 +91,10 @@ def path_message(path: FlownPath, stamp_s: float, frame_id: str) -> Path:
 
 
 def world_markers(world, frame_id: str) -> MarkerArray:
-    """The obstacles (conversions.world_to_markers) and the bounds as a LINE_LIST."""
-    out = conv.world_to_markers(world, 0.0, frame_id)
-    out.markers.append(conv.marker("bounds", 0, Marker.LINE_LIST, 0.0, frame_id, points=bounds_edges(world),
-                                   scale=(0.03, 0.0, 0.0), rgba=(0.6, 0.6, 0.6, 0.6)))
+    """The obstacles (markers.world_to_markers) and the bounds as a LINE_LIST."""
+    out = mk.world_to_markers(world, 0.0, frame_id)
+    out.markers.append(mk.marker("bounds", 0, Marker.LINE_LIST, 0.0, frame_id, points=bounds_edges(world),
+                                 scale=(0.03, 0.0, 0.0), rgba=(0.6, 0.6, 0.6, 0.6)))
     return out
 
 
@@ -102,13 +103,13 @@ def trajectory_markers(points: Optional[np.ndarray], goal: Optional[np.ndarray],
     """The planned trajectory (N, 3) m as a LINE_STRIP and the goal (3,) m as a sphere; a DELETEALL
     first, so that what is not given disappears."""
     out = MarkerArray()
-    out.markers.append(conv.delete_all_marker())
+    out.markers.append(mk.delete_all_marker())
     if points is not None and len(points) >= 2:
-        out.markers.append(conv.marker("trajectory", 0, Marker.LINE_STRIP, stamp_s, frame_id, points=points,
-                                       scale=(0.06, 0.0, 0.0), rgba=(0.1, 0.5, 1.0, 1.0)))
+        out.markers.append(mk.marker("trajectory", 0, Marker.LINE_STRIP, stamp_s, frame_id, points=points,
+                                     scale=(0.06, 0.0, 0.0), rgba=(0.1, 0.5, 1.0, 1.0)))
     if goal is not None:
-        out.markers.append(conv.marker("goal", 0, Marker.SPHERE, stamp_s, frame_id, position=tuple(goal),
-                                       scale=(0.5, 0.5, 0.5), rgba=(0.1, 0.8, 0.2, 0.8)))
+        out.markers.append(mk.marker("goal", 0, Marker.SPHERE, stamp_s, frame_id, position=tuple(goal),
+                                     scale=(0.5, 0.5, 0.5), rgba=(0.1, 0.8, 0.2, 0.8)))
     return out
 
 

@@ -7,6 +7,7 @@ import pytest
 from sensor_msgs.msg import Image, PointCloud2, PointField
 
 from planner_pkg.nodes import conversions as conv
+from planner_pkg.nodes import markers as mk
 from planner_pkg.planning.sampled_trajectory import SampledTrajectory, sample_trajectory, trajectory_span
 from planner_pkg.planning.direct import StraightLineTrajectory
 from planner_pkg.types import Setpoint, VehicleState, quaternion_from_yaw
@@ -173,7 +174,7 @@ def test_world_markers_and_status():
     from planner_pkg.world import load_world
 
     world = load_world(Path(__file__).resolve().parents[2] / "config" / "worlds" / "forest_small.yaml")
-    markers = conv.world_to_markers(world)
+    markers = mk.world_to_markers(world)
     assert len(markers.markers) == len(world.obstacles) + 1  # + DELETEALL
     status = conv.make_status("planner", "warn", "odometry lost", [("reached", False)], 1.0)
     v = conv.status_values(status)
