@@ -174,7 +174,7 @@ class Mission:
         if not self._from_simulator(info, self.topics["odom"], "odom"):
             return
         try:
-            s = odometry_to_state(msg)
+            s = odometry_to_state(msg, child_frame_id=None)  # any body frame: a swarm drone's is drone<i>/base_link
         except ValueError as exc:
             self._refuse("odom unreadable", f"odometry refused: {exc}")
             return

@@ -31,12 +31,15 @@ class VehicleTopics:
     ``publish_depth`` / ``publish_cloud`` may change at run time). ``embedded``: the embedded
     simulator also publishes depth images and step manifests, and in lockstep its sensor topics
     are reliable (no frame lost under load; best-effort subscribers still match); a Gazebo
-    adapter only republishes odometry and clouds."""
+    adapter only republishes odometry and clouds. ``frame_prefix``: put before the body and camera
+    frame names (``drone<i>/``: each drone of a swarm has its own ``drone<i>/base_link``, as a
+    multi-robot tf tree needs; the world frame ``map`` is shared)."""
 
-    def __init__(self, node, params, embedded: bool = True):
+    def __init__(self, node, params, embedded: bool = True, frame_prefix: str = ""):
         cfg = params.config
         sensor_qos = ls.LOCKSTEP_SENSOR_QOS if cfg.lockstep and embedded else c.SENSOR_QOS
         self.node, self.params = node, params
+        self.frame_prefix = frame_prefix
         self.pub_odom = node.create_publisher(Odometry, c.TOPIC_ODOM, c.ODOM_QOS)
         self.pub_cloud = node.create_publisher(PointCloud2, c.TOPIC_CLOUD, sensor_qos)
         self.pub_depth = node.create_publisher(Image, c.TOPIC_DEPTH, sensor_qos) if embedded else None
@@ -48,8 +51,16 @@ class VehicleTopics:
     def publish_state(self, state) -> None:
         """One odometry message of ``state`` (a VehicleState; the start's too, re-sent before sim time starts)."""
         cfg = self.params.config
-        self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, cfg.base_frame))
+        self.pub_odom.publish(conv.state_to_odometry(state, cfg.map_frame, self.base_frame))
         self.odom_ns = seconds_to_ns(state.t)
+
+    @property
+    def base_frame(self) -> str:
+        return self.frame_prefix + self.params.config.base_frame
+
+    @property
+    def camera_frame(self) -> str:
+        return self.frame_prefix + self.params.config.camera_frame
 
     def publish_output(self, out) -> int:
         """The odometry, then the sensor frames of one advance (``out.odometry``, ``out.frames``,
@@ -65,7 +76,7 @@ class VehicleTopics:
         cfg = self.params.config
         for frame in frames:
             if cfg.publish_depth:
-                self.pub_depth.publish(conv.depth_to_image(frame.depth, frame.t, cfg.camera_frame))
+                self.pub_depth.publish(conv.depth_to_image(frame.depth, frame.t, self.camera_frame))
             if cfg.publish_cloud and frame.points is not None:
                 self.pub_cloud.publish(conv.points_to_cloud(frame.points, frame.t, cfg.map_frame))
             if cfg.publish_depth or (cfg.publish_cloud and frame.points is not None):

@@ -91,7 +91,9 @@ class _Drone:
         self.i = i
         self.sim = sim
         node = self.node
-        self.topics = sv.VehicleTopics(node, sim.params)  # odom, depth/image, cloud, sim/lockstep
+        # odom, depth/image, cloud, sim/lockstep; frames drone<i>/base_link, drone<i>/camera_optical
+        self.topics = sv.VehicleTopics(node, sim.params, frame_prefix=drone_namespace(i).lstrip("/") + "/")
+        self.tf = c.tf_broadcaster(node)  # map -> drone<i>/base_link (None without tf2_ros: the PyPI wheels)
         self.pub_status = node.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
         node.create_subscription(MultiDOFJointTrajectory, c.TOPIC_SETPOINT, self._on_setpoint, c.SETPOINT_QOS)
         node.create_subscription(DiagnosticStatus, ls.TOPIC_REPORT, self._on_report, ls.LOCKSTEP_SUB_QOS)
@@ -136,6 +138,8 @@ class _Drone:
 
     def publish(self, out) -> None:
         self.counters["frames"] += self.topics.publish_output(out)
+        if out.odometry and self.tf is not None:
+            self.tf(out.odometry[-1], self.sim.params.config.map_frame, self.topics.base_frame)
         for text in out.events:
             self.events.append(text)
             del self.events[:-20]

@@ -285,6 +285,53 @@ def test_swarm_simulator_keeps_lockstep_with_every_drones_participants(ros, tmp_
     assert abs(t() - 1.0) < 1e-9 and sim.lockstep_state() == "fault"
 
 
+def test_each_drone_has_its_own_body_frame_in_odometry_depth_and_tf(ros, tmp_path, monkeypatch):
+    """A multi-robot tf tree: drone i's odometry child frame and depth image frame are
+    drone<i>/base_link and drone<i>/camera_optical, and map -> drone<i>/base_link is broadcast at
+    its pose (tf2_ros is not in the PyPI wheels: a stand-in records what would be sent)."""
+    import sys
+    import types
+
+    from nav_msgs.msg import Odometry
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Image
+
+    from planner_pkg.nodes import common as c
+    from planner_pkg.nodes.swarm_sim import SwarmSim
+
+    sent = []
+
+    class Recorder:
+        def __init__(self, node):
+            self.node = node
+
+        def sendTransform(self, tf):  # noqa: N802 - tf2_ros's name
+            sent.append(tf)
+
+    monkeypatch.setitem(sys.modules, "tf2_ros", types.SimpleNamespace(TransformBroadcaster=Recorder))
+    (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
+    ros.add(SwarmSim(context=ros.context, parameter_overrides=[
+        Parameter("world_file", value=str(tmp_path / "w.yaml")), Parameter("drones", value=2),
+        Parameter("starts_m", value=[-5.0, -5.0, 1.0, 5.0, 5.0, 1.0]), Parameter("start_yaws_rad", value=[0.0, 0.0]),
+        Parameter("real_time_factor", value=5.0), Parameter("lockstep", value=False)]))
+    probe = ros.node("frames_probe")
+    odom, depth = {}, {}
+    for i in range(2):
+        probe.create_subscription(Odometry, f"/drone{i}/{c.TOPIC_ODOM}", lambda m, i=i: odom.__setitem__(i, m),
+                                  c.ODOM_QOS)
+        probe.create_subscription(Image, f"/drone{i}/{c.TOPIC_DEPTH}", lambda m, i=i: depth.__setitem__(i, m),
+                                  c.SENSOR_QOS)
+    assert wait_for(lambda: len(odom) == 2 and len(depth) == 2
+                    and {tf.child_frame_id for tf in sent} >= {"drone0/base_link", "drone1/base_link"}, 30.0), \
+        (sorted(odom), sorted(depth), {tf.child_frame_id for tf in sent})
+    for i, start in enumerate(([-5.0, -5.0, 1.0], [5.0, 5.0, 1.0])):
+        assert (odom[i].header.frame_id, odom[i].child_frame_id) == ("map", f"drone{i}/base_link")
+        assert depth[i].header.frame_id == f"drone{i}/camera_optical"
+        tf = next(t for t in reversed(sent) if t.child_frame_id == f"drone{i}/base_link")
+        p = tf.transform.translation
+        assert tf.header.frame_id == "map" and np.allclose([p.x, p.y, p.z], start, atol=0.3), (i, p)
+
+
 # ---------------------------------------------------------------------------------------------
 # the bringup
 # ---------------------------------------------------------------------------------------------
