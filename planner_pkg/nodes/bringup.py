@@ -516,7 +516,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             sup.start_all()
             if args.goal is not None:
-                from planner_pkg.nodes.mission import Mission
+                from planner_pkg.nodes.mission import END_SAMPLES_WAIT_S, Mission
                 from planner_pkg.sim.params import QuadrotorParams
 
                 def simulator_pid() -> Optional[int]:
@@ -537,7 +537,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     mission.poll()
                     _print_mission_warnings(mission)
                     if mission.done.is_set():
-                        mission.wait_for_log_end()  # the odometry up to the deciding report, still in flight
+                        if not mission.wait_for_log_end():  # the odometry up to the deciding report, still in flight
+                            print("[bringup] mission: the flight log (--log, --plot) ends before the instant the "
+                                  "simulator decided the mission: its last odometry did not arrive in "
+                                  f"{END_SAMPLES_WAIT_S:g} s wall", file=sys.stderr, flush=True)
                         break
                 if args.duration and time.monotonic() - t_start >= args.duration:
                     break

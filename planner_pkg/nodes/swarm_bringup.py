@@ -388,6 +388,10 @@ def run(args, env: dict, stop: threading.Event) -> int:
                 m.poll()
                 b._print_mission_warnings(m)
             if written is None and missions and all(m.done.is_set() for m in missions):
+                for m in missions:  # each drone's odometry up to its deciding report, still in flight
+                    if not m.wait_for_log_end():
+                        print(f"[bringup] mission {m.namespace}: its flight log ends before the instant the simulator "
+                              "decided it (the last odometry did not arrive in time)", file=sys.stderr, flush=True)
                 if args.drone_id is None:
                     _wait_final_status(missions, watch)
                     break
