@@ -26,7 +26,7 @@ Printed per planner and max_vel:
 
 ``--workers N [--ray-address local|auto|ray://host:port]`` spreads the episodes over Ray actors
 (planner_pkg.pool); each episode depends only on its seed and case, so the outcomes equal the
-one-worker run's (test/policy/test_policy_eval_pool.py), EGO's aside: its wall-clock safety nets
+one-worker run's (test/planner_pkg/policy/test_policy_eval_pool.py), EGO's aside: its wall-clock safety nets
 make it load-dependent at any worker count (see --time-scale).
 
 A/B on the same worlds in one run: ``--ego-variant LABEL KEY=VALUE ...`` (repeatable) adds a row

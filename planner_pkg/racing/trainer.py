@@ -17,7 +17,7 @@ schedule, minibatch order), autograd_core's random state, the history and every 
 state (its environments mid-episode, their tracks and random streams, the action noise stream,
 the running episode sums). Training k iterations, stopping and resuming to N gives the weights
 of N iterations straight, bit for bit, when the resume uses the same worker count, environments
-per worker and ``env`` settings (test/racing/test_resume.py); otherwise the workers start fresh
+per worker and ``env`` settings (test/planner_pkg/racing/test_resume.py); otherwise the workers start fresh
 episodes (a warning says why). A resume takes ``--config``'s settings, so one with another
 reward, track generator or PPO setting is a fine-tune (the network and the observation layout
 must stay those of the checkpoint).

@@ -120,7 +120,7 @@ class ControllerGains(Config):
     attitude loop at 17 rad/s (damping 0.87 both), below the 30 rad/s pole of the 33 ms motor
     lag. There is no integral term (Lee's law has none), so unmodelled rotor drag leaves a
     steady lag at speed (~5 cm on a 2 m/s circle); the measured errors are asserted in
-    test/sim/test_sim_controller.py.
+    test/planner_pkg/sim/test_sim_controller.py.
     """
 
     position_gain_per_s2: float = positive(10.0)

@@ -17,7 +17,7 @@ thrust the rotors are raised together so the torques still act). With the motors
 ``tau_m s^2 + s + k``, and slow (at k = 25 1/s it reaches 63 % of a step in 58 ms with 15 %
 overshoot); the damping term lets the gain rise. The defaults (k = 50 1/s, d = 0.8) reach 63 %
 in 42 ms with 5 % overshoot, close to the 40 ms first-order lag the racing policy is trained
-with (``racing.config.QuadConfig.rate_time_constant_s``; ``test/sim/test_sim_rate_control.py``
+with (``racing.config.QuadConfig.rate_time_constant_s``; ``test/planner_pkg/sim/test_sim_rate_control.py``
 measures it).
 """
 from __future__ import annotations

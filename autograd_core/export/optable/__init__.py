@@ -11,7 +11,7 @@ Files by family, each holding its graph ops' ONNX mappings and the trace rules t
 `_elementwise`, `_reduce`, `_shape`, `_nn`; `_table` defines the spec types and registries.
 Adding an op: a kernel in `runtime/_kernels_<family>.py`, an `op(...)` here (with its ONNX
 mapping or `not_onnx=` reason), and a `@rule(..., emits=...)` for the entry point that produces
-it; test/export/test_export_optable.py fails until all three exist.
+it; test/autograd_core/export/test_export_optable.py fails until all three exist.
 """
 from ._table import OPS, RECORDER_EMITS, RULES, OpSpec, Rule, resolve
 from . import _elementwise, _reduce, _shape, _nn  # noqa: F401,E402  (fill the tables)

@@ -1,0 +1,151 @@
+"""Training: a 3-iteration smoke run, resume == uninterrupted, config validation, and the CLI
+(policy train / policy eval / fly --planner policy) end to end on tiny settings."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import autograd_core as ag
+
+from planner_pkg.policy.config import ConfigError, PolicyConfig, config_from_dict, load_config
+from planner_pkg.policy.export import load_policy
+from planner_pkg.policy.trainer import HISTORY_COLUMNS, load_checkpoint, train
+
+REPO = Path(__file__).resolve().parents[3]
+SMOKE = REPO / "config" / "policy" / "smoke.yaml"
+DEFAULT = REPO / "config" / "policy" / "default.yaml"
+
+
+def _quiet(_msg):
+    pass
+
+
+def test_shipped_configs_load():
+    for path in (SMOKE, DEFAULT, REPO / "config" / "policy" / "paper.yaml", REPO / "config" / "policy" / "fast.yaml"):
+        cfg = load_config(path)
+        assert isinstance(cfg, PolicyConfig)
+        assert config_from_dict(cfg.to_dict()) == cfg
+
+
+def test_config_errors_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"loss\.collision: must be >= 0"):
+        config_from_dict({"loss": {"collision": -1}})
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['train\.iteratons'\]"):
+        config_from_dict({"train": {"iteratons": 5}})
+    with pytest.raises(ConfigError, match="unknown key"):
+        config_from_dict({"trainer": {}})
+    with pytest.raises(ConfigError, match=r"dynamics\.lag_rate_per_s: low 14"):
+        config_from_dict({"dynamics": {"lag_rate_per_s": [14, 10]}})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("observation: {image_hw: [12]}\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: observation\.image_hw"):
+        load_config(bad)
+
+
+def _state(path):
+    ckpt = load_checkpoint(path)
+    return ckpt, {k: v.numpy() for k, v in ckpt["model"].items()}
+
+
+def test_smoke_training_and_resume_equals_uninterrupted(tmp_path):
+    cfg = load_config(SMOKE)
+    full = train(cfg, tmp_path / "full" / "m.agm", progress=False, log=_quiet)
+    assert full.iteration == 3 and len(full.history) == 3
+    assert (tmp_path / "full" / "m.agm").is_file() and (tmp_path / "full" / "m.png").is_file()
+    assert all(np.isfinite(r["total"]) for r in full.history)
+
+    part = train(cfg, tmp_path / "part" / "m.agm", stop_after=2, progress=False, log=_quiet)
+    assert part.iteration == 2 and not (tmp_path / "part" / "m.agm").exists()
+    resumed = train(cfg, tmp_path / "part" / "m.agm", resume=tmp_path / "part" / "m.ckpt", progress=False, log=_quiet)
+    assert resumed.iterations_run == 1 and resumed.iteration == 3
+
+    ck_full, w_full = _state(tmp_path / "full" / "m.ckpt")
+    ck_res, w_res = _state(tmp_path / "part" / "m.ckpt")
+    assert list(w_full) == list(w_res)
+    for name in w_full:
+        np.testing.assert_array_equal(w_full[name], w_res[name], err_msg=name)
+    timing = {HISTORY_COLUMNS.index(c) for c in ("wall_s", "iter_s")}
+    keep = [i for i in range(len(HISTORY_COLUMNS)) if i not in timing]
+    np.testing.assert_array_equal(ck_full["history"].numpy()[:, keep], ck_res["history"].numpy()[:, keep])
+    # the exported models are the same network
+    a, b = load_policy(tmp_path / "full" / "m.agm"), load_policy(tmp_path / "part" / "m.agm")
+    x = (np.ones((1, 1, 12, 16), np.float32), np.ones((1, 10), np.float32), np.zeros((1, 16), np.float32))
+    np.testing.assert_array_equal(a.model(*x)[0], b.model(*x)[0])
+    rows = (tmp_path / "full" / "m.csv").read_text().splitlines()
+    assert rows[0].split(",") == list(HISTORY_COLUMNS) and len(rows) == 4
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    cfg = load_config(SMOKE)
+    train(cfg, tmp_path / "m.agm", stop_after=1, progress=False, log=_quiet)
+    other = cfg.replace(loss={"collision": 1.0})
+    with pytest.raises(ValueError, match="different configuration"):
+        train(other, tmp_path / "m.agm", resume=tmp_path / "m.ckpt", progress=False, log=_quiet)
+
+
+def test_training_reduces_the_loss_on_a_fixed_episode():
+    """Gradients through the point mass improve the policy: a few AdamW steps on one episode."""
+    from autograd_core.optim import AdamW
+    from planner_pkg.policy.env import sample_episode
+    from planner_pkg.policy.network import PolicyNet
+    from planner_pkg.policy.rollout import run_rollout
+
+    cfg = load_config(SMOKE).replace(train={"steps": 30}, env={"speed_mps": [3.0, 3.0]},
+                                     network={"velocity_prior_gain_per_s": 1.0})
+    ag.manual_seed(0)
+    net = PolicyNet(cfg.network, cfg.observation)
+    opt = AdamW(net.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(10):
+        rng = np.random.default_rng(7)
+        episode = sample_episode(cfg, 4, rng)
+        result = run_rollout(net, episode, cfg, rng, cfg.train.steps)
+        opt.zero_grad()
+        result.total.backward()
+        opt.step()
+        losses.append(result.total.item())
+    assert losses[-1] < 0.75 * losses[0]
+
+
+def _cli(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "planner_pkg", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_train_eval_and_fly(tmp_path):
+    model = tmp_path / "smoke.agm"
+    r = _cli("policy", "train", "--config", SMOKE, "--out", model, "--no-progress", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["iteration"] == 3 and model.is_file()
+    r = _cli("policy", "export", "--checkpoint", tmp_path / "smoke.ckpt", "--out", tmp_path / "again.agm", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "again.agm").read_bytes() == model.read_bytes()
+
+    r = _cli("policy", "eval", "--model", model, "--episodes", "2", "--speed", "3", "--vehicle", "point_mass",
+             "--json", tmp_path / "eval.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "success" in r.stdout
+    res = json.loads((tmp_path / "eval.json").read_text())["results"][0]
+    assert res["episodes"] == 2 and 0.0 <= res["success_rate"] <= 1.0
+
+    world = tmp_path / "w.yaml"
+    r = _cli("world", "generate", "--kind", "forest", "--seed", "3", "-o", world, "--param", "size_x=16",
+             "--param", "size_y=8", "--param", "count=8", "--param", "start=[-6, 0, 1]", "--param", "goal=[6, 0, 1]",
+             "--param", "clear_radius=1.0", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    r = _cli("fly", "--world", world, "--start", "-6,0,1", "--goal", "6,0,1", "--planner", "policy", "--model", model,
+             "--max-vel", "2", "--timeout", "3", "--log", tmp_path / "f.csv", "--summary", tmp_path / "s.json",
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["planner"] == "policy" and summary["planner_calls"] >= 40 and summary["bad_setpoints"] == 0
+
+    r = _cli("policy", "train", "--config", tmp_path / "nope.yaml", "--out", model, cwd=tmp_path)
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = _cli("policy", "eval", "--model", world, "--episodes", "1", cwd=tmp_path)
+    assert r.returncode == 2 and "not a policy model" in r.stderr
