@@ -20,7 +20,7 @@ from planner_pkg.cli_args import nonneg_int as _nonneg_int, positive_int as _pos
 
 __all__ = ["add_parser"]
 
-#: The model shipped with the package (docs/policy.md says how it was produced and what it scores).
+
 def add_parser(subparsers) -> None:
     """Add the ``policy`` command (with ``train`` and ``eval``) to the CLI's subparsers."""
     policy = subparsers.add_parser("policy", help="train and evaluate the learned depth policy")
