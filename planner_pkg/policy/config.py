@@ -239,6 +239,10 @@ class EnvConfig(Config, schema=_SCHEMA, prefix="env."):
         ``world_params`` go to both, e.g. ``size_x`` and ``count``); the periodic evaluation
         during training then flies the first kind.
     worlds_per_batch: the batch's agents are spread evenly over this many worlds.
+    count_scale: range of a per-world factor on ``world_params.count`` (the obstacle count is
+        rounded; 0 gives an empty world). (1, 1), the default, keeps every world at ``count``;
+        a range below 1 mixes in sparse and open worlds, where a policy that only ever saw
+        dense ones never learns to hold its full commanded speed. Needs ``world_params.count``.
     speed_mps: range of the per-agent commanded speed.
     start_x_frac: range of the start's x, as a fraction of the world's half length on the far
         side from the goal (x = -frac * size_x / 2; a negative fraction starts past the middle,
@@ -257,6 +261,7 @@ class EnvConfig(Config, schema=_SCHEMA, prefix="env."):
     world_kind: str = setting("cluttered", choices=("forest", "cluttered", "walls", "gates", "forest+cluttered"))
     world_params: Mapping[str, Any] = field(default_factory=dict)
     worlds_per_batch: int = setting(4, range=(1, MAX_BATCH))
+    count_scale: Tuple[float, float] = _pair((1.0, 1.0), 0.0, 10.0)
     speed_mps: Tuple[float, float] = _pair((1.5, 7.0), 0.0, low_open=True)
     start_x_frac: Tuple[float, float] = _pair((-0.3, 0.85), -1.0, 1.0)
     goal_x_frac: float = setting(0.85, range=(0.0, 1.0))
@@ -268,10 +273,26 @@ class EnvConfig(Config, schema=_SCHEMA, prefix="env."):
     approach_decel_mps2: float = _non_negative(0.0)
     goal_tolerance_m: float = _positive(GOAL_TOLERANCE_M)  # as a mission's
 
+    def _check(self):
+        if tuple(self.count_scale) != (1.0, 1.0):
+            count = self.world_params.get("count")
+            if isinstance(count, bool) or not isinstance(count, int):
+                raise _SCHEMA.error(self._key("count_scale"), f"scales world_params.count, which is {count!r}; "
+                                    "give env.world_params.count (an obstacle count) or leave count_scale at [1, 1]")
+
     @property
     def world_kinds(self) -> Tuple[str, ...]:
         """The generator kinds the training worlds cycle through (one, or two for "a+b")."""
         return tuple(self.world_kind.split("+"))
+
+    def world_params_for(self, rng) -> Mapping[str, Any]:
+        """``world_params`` for one training world: ``count`` scaled by a factor drawn from
+        ``count_scale`` with ``rng`` (a numpy Generator; nothing is drawn, and ``world_params``
+        comes back unchanged, when that range is [1, 1], so older configs replay exactly)."""
+        if tuple(self.count_scale) == (1.0, 1.0):
+            return self.world_params
+        factor = rng.uniform(*self.count_scale)
+        return {**self.world_params, "count": int(round(self.world_params["count"] * factor))}
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def sample_episode(cfg: PolicyConfig, batch: int, rng: np.random.Generator) -> E
     n_worlds = min(env.worlds_per_batch, batch)
     world_ids = rng.integers(0, _MAX_WORLD_SEED, size=n_worlds)
     kinds = env.world_kinds
-    worlds = [generate_world(kinds[w % len(kinds)], train_world_seed(k), **env.world_params)
+    worlds = [generate_world(kinds[w % len(kinds)], train_world_seed(k), **env.world_params_for(rng))
               for w, k in enumerate(world_ids)]
     agent_world = np.arange(batch) % n_worlds
     start = np.empty((batch, 3))
