@@ -213,10 +213,16 @@ class LockstepParticipant:
             self.trajectories += 1
 
     def accepted_goal(self) -> None:
-        """A new goal: counted and reported at once (a simulator waiting to start hears of it)."""
+        """A new goal: counted, and reported at once (a simulator waiting to start hears of it) once
+        this node holds a step manifest. Before its first manifest the report waits for it
+        (``_on_manifest`` reports on joining, with the goal counted): a report lets the simulator
+        start sim time, and a node without a manifest would run its first ticks ungated (no
+        manifest = no lockstep simulator, :meth:`InputGate.missing`), before the sensor frames and
+        the peers' broadcasts of their instant. The goal can come first: the mission's goal and the
+        simulator's manifest reach the node over separately discovered endpoints."""
         if self.goals >= 0:
             self.goals += 1
-            if not self._running:
+            if not self._running and self.inputs.manifest is not None:
                 self.report()
 
     # -- running what is due ----------------------------------------------------------------------

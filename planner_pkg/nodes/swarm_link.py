@@ -90,10 +90,16 @@ class RosBroadcast:
 
     # -- SwarmAgent's bus ------------------------------------------------------------------------
     def publish(self, drone_id: int, spline, t_start: float, t_now: float) -> None:
-        """Broadcast ``spline`` (a cubic UniformBSpline) starting at ``t_start`` s (ROS clock)."""
+        """Broadcast ``spline`` (a cubic UniformBSpline) starting at ``t_start`` s (ROS clock).
+
+        The stamp is this node's ROS clock at the send, not the caller's ``t_now``: the peers'
+        :meth:`take_pending` orders broadcasts by it, and only the clock says which tick sent one
+        (the swarm agent's reset broadcasts its hover with ``t_now`` 0 from inside its first
+        planning tick; stamped 0, a peer took it at that same instant or not, depending on which
+        of the two ticks DDS and the load let run first)."""
         try:
             msg = conv.swarm_broadcast_to_msg(drone_id, spline.control_points, spline.dt, float(t_start),
-                                              max(float(t_now), 0.0), self.frame_id)
+                                              max(c.now_s(self.node), 0.0), self.frame_id)
         except ValueError as exc:  # a trajectory that cannot be sent: the others keep the previous one
             if self.throttle("send"):
                 self.node.get_logger().warning(f"swarm broadcast not sent: {exc}")

@@ -35,3 +35,23 @@ def test_traj_server_on_a_plain_sim_clock_streams_setpoints(ros):
 
     assert wait_for(tick, 30.0, period_s=0.01), (len(got), node.lockstep.waiting, node.mode)
     assert node.lockstep.waiting == ""
+
+
+def test_a_goal_accepted_before_the_first_step_manifest_is_reported_with_it(ros):
+    """The report that lets a lockstep simulator start sim time waits for this node's first
+    manifest: a node without one runs its ticks ungated (a swarm flight that depended on load)."""
+    from planner_pkg.nodes import lockstep as ls
+    from planner_pkg.sim.lockstep import StepManifest
+
+    node = ros.node("goal_first")
+    node.set_parameters([Parameter("use_sim_time", value=True)])
+    part = ls.LockstepParticipant(node, True, frames=True, goals=True)
+    reports = []
+    part._pub = type("Pub", (), {"publish": lambda _self, msg: reports.append(ls.report_from_msg(msg))})()
+    part.accepted_goal()
+    assert reports == [] and part.goals == 1  # counted, not reported: no manifest yet
+    part._on_manifest(ls.to_msg("sim_bridge", StepManifest(t_ns=0, odom_ns=0, frame_ns=-1)))
+    assert [r.goals for r in reports] == [1]  # the joining report carries it
+    part.accepted_goal()
+    assert [r.goals for r in reports] == [1, 2]  # with a manifest held: at once
+    part.close()
