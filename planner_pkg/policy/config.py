@@ -211,6 +211,12 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
         auxiliary loss also *steers* the vehicle towards states it estimates well. False computes
         the estimate from a copy of the recurrent pass whose state input is a constant: the term
         then trains the weights only (same values, same forward result; a little more compute).
+    acceleration_beyond_drag: whether the acceleration term penalises the command beyond the
+        network's drag feed-forward (``network.velocity_prior_drag_per_s`` x the horizontal
+        velocity before the step, not differentiated) instead of the whole command. False (the old
+        behaviour) also charges the thrust that only holds the speed against drag: in open space
+        that charge is the main brake on the policy (speed pull -0.25 against the velocity term's
+        +0.34 for the stage-5 model, docs/policy.md), and the network settles at 0.90 x its command.
     """
 
     velocity: float = _non_negative(1.0)
@@ -227,6 +233,7 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     margin_m: Tuple[float, float] = _pair((0.1, 0.3), 0.0)
     avoidance_closing_gradient: bool = True
     velocity_estimate_steers: bool = True
+    acceleration_beyond_drag: bool = False
 
 
 @dataclass(frozen=True)

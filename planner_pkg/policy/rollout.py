@@ -121,6 +121,10 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     radius = cfg.env.vehicle_radius_m
     margin = ag.tensor(ep.margin)
     positions, velocities, commands, estimates, clearances = [], [], [], [], []
+    # the acceleration term's reference: the drag feed-forward at the velocity before each step
+    # (LossConfig.acceleration_beyond_drag; 0 = the whole command is charged)
+    drag_ff = cfg.network.velocity_prior_drag_per_s if cfg.loss.acceleration_beyond_drag else 0.0
+    charged = []
     targets, truths, dts = [], [], []
     raw_dist = np.empty((steps, b))
     goal_dist = np.empty((steps, b))
@@ -139,6 +143,10 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         targets.append(target)
         sim.step(command)
         commands.append(command)
+        if drag_ff > 0:
+            held = np.zeros(v_np.shape, dtype=command.detach().numpy().dtype)
+            held[:, :2] = drag_ff * v_np[:, :2]
+            charged.append(command - ag.tensor(held))
         positions.append(sim.position)
         velocities.append(sim.velocity)
         dist = world_distance(sim.position, ep.worlds, ep.agent_world)
@@ -162,7 +170,7 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         "avoidance": L.avoidance_loss(clear, np.stack(dts), lc.avoidance_range_m,
                                       constant_weight=not lc.avoidance_closing_gradient),
         "collision": L.collision_loss(clear, lc.collision_sharpness_per_m),
-        "acceleration": L.acceleration_loss(cmd),
+        "acceleration": L.acceleration_loss(ag.stack(charged) if charged else cmd),
         "jerk": L.jerk_loss(cmd),
         "altitude": L.altitude_loss(pos, lc.altitude_band_m),
     }

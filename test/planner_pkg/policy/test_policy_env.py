@@ -1,4 +1,5 @@
-"""Training scenarios (planner_pkg.policy.env): the per-world obstacle count factor."""
+"""Training scenarios and rollouts (planner_pkg.policy.env, rollout): the per-world obstacle count
+factor, and the acceleration term beyond the drag feed-forward."""
 import numpy as np
 import pytest
 
@@ -37,3 +38,33 @@ def test_count_scale_without_a_count_is_refused_naming_the_key():
         config_from_dict({"env": {"world_kind": "forest", "count_scale": [0.2, 1.0]}})
     with pytest.raises(ConfigError, match=r"env\.count_scale"):
         config_from_dict({"env": {"count_scale": [1.0, 0.5], "world_params": {"count": 10}}})
+
+
+def _rollout_terms(**loss):
+    from planner_pkg.policy.rollout import run_rollout
+    from planner_pkg.policy.trainer import build_network
+
+    cfg = config_from_dict({"network": {"channels": [4, 8, 8], "hidden": 16, "velocity_prior_gain_per_s": 2.0,
+                                        "velocity_prior_drag_per_s": 0.375},
+                            "env": {"world_kind": "forest", "worlds_per_batch": 2,
+                                    "world_params": {"size_x": 50.0, "count": 0}, "speed_mps": [4.0, 6.0]},
+                            "loss": loss})
+    net = build_network(cfg)
+    rng = np.random.default_rng(3)
+    ep = sample_episode(cfg, 4, rng)
+    res = run_rollout(net, ep, cfg, rng, 30)
+    return {k: float(v.detach().numpy()) for k, v in res.terms.items()}, res
+
+
+def test_acceleration_beyond_drag_charges_only_the_command_above_the_drag_feed_forward():
+    whole, _ = _rollout_terms()
+    beyond, res = _rollout_terms(acceleration_beyond_drag=True)
+    # the same flight (the term does not change the forward pass) ...
+    for name in ("velocity", "velocity_estimate", "jerk", "altitude"):
+        assert beyond[name] == whole[name], name
+    # ... with the thrust that holds the speed against drag no longer charged (about 30 % of the
+    # term over these 2 s of take-off towards 4-6 m/s in open space)
+    assert beyond["acceleration"] < 0.8 * whole["acceleration"]
+    # and its gradient still reaches the network
+    res.terms["acceleration"].backward()
+
