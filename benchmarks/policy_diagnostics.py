@@ -19,6 +19,15 @@
     (a tube of the vehicle radius + 0.1 m, to 12 m) against the stopping distance 0.2 v + v^2 / 16;
     the share of steps whose clearance (distance - radius - 0.2 m margin) is inside the model's
     avoidance range; the planner's clamp activity; the velocity-estimate head against the truth.
+
+(g) Loss pull (issue 16; 2 x 32 training rollouts per world density, ~1 min): for each loss term k of
+    the training config, its speed pull -g_k . g_S / |g_S|, with g_S the gradient of the batch's
+    mean horizontal flown speed S and g_k that of weight_k x term_k with respect to the network's
+    weights: how much a gradient step on that term alone changes S (per unit step along g_S).
+    Positive terms push the policy faster, negative ones slower; at a trained model they balance.
+    Run for open space (obstacle count x 0) and for the training density (x 1).
+
+    python benchmarks/policy.py --loss-pull [--model FILE] [--config FILE]             # (g)
 """
 import math
 import os
@@ -253,3 +262,51 @@ def bench_braking(model_path, episodes, speeds=(5.0, 7.0, 10.0), first_world=500
                 print(f"    {f'{lo}-{min(hi, 12):g}':>12} {100 * sel.sum() / cruise.sum():8.1f} {A['speed'][sel].mean():6.2f} "
                       f"{A['corr_along'][sel].mean():+9.2f} {100 * (sel & brake).sum() / sel.sum():9.0f} "
                       f"{stop[sel].mean():11.2f}")
+
+
+# ---------------------------------------------------------------------------------------------
+# (g) loss pull
+# ---------------------------------------------------------------------------------------------
+def _flat_grad(value, params):
+    for p in params:
+        p.grad = None
+    value.backward(retain_graph=True)
+    return np.concatenate([np.zeros(p.numel()) if p.grad is None else p.grad.numpy().ravel().astype(np.float64)
+                           for p in params])
+
+
+def bench_loss_pull(model_path, cfg_path, factors=(0.0, 1.0), batches=2, batch_size=32):
+    from planner_pkg.policy.config import load_config
+    from planner_pkg.policy.env import sample_episode
+    from planner_pkg.policy.export import default_model_path, load_weights_from_model
+    from planner_pkg.policy.rollout import run_rollout
+    from planner_pkg.policy.trainer import build_network
+
+    path = model_path or default_model_path()
+    base = load_config(cfg_path)
+    if base.env.world_params.get("count") is None:
+        print(f"\n(g) loss pull: {cfg_path} has no env.world_params.count to scale; skipped")
+        return
+    print(f"\n(g) loss pull: model {path}, training config {cfg_path}, {batches} x {batch_size} rollouts per density")
+    for factor in factors:
+        cfg = base.replace(env={"count_scale": [factor, factor]})
+        net = build_network(cfg)
+        load_weights_from_model(net, path)
+        params = list(net.parameters())
+        pulls, speeds = {}, []
+        for k in range(batches):
+            rng = np.random.default_rng(2000 + k)
+            ep = sample_episode(cfg, batch_size, rng)
+            res = run_rollout(net, ep, cfg, rng, cfg.train.steps)
+            s = (res.velocity[:, :, :2] ** 2).sum(dim=2).sqrt().mean()
+            speeds.append((float(s.detach().numpy()), float(ep.speed.mean())))
+            g_s = _flat_grad(s, params)
+            for name, term in res.terms.items():
+                weight = getattr(cfg.loss, name)
+                if weight:
+                    g_k = _flat_grad(term * weight, params)
+                    pulls.setdefault(name, []).append(-float(g_k @ g_s) / float(np.linalg.norm(g_s)))
+        flown, commanded = np.mean(speeds, axis=0)
+        print(f"  obstacle count x {factor:g}: flown {flown:.2f} m/s for a mean command of {commanded:.2f} m/s")
+        print("    " + "  ".join(f"{name} {np.mean(v):+.3f}" for name, v in pulls.items())
+              + f"  | net {sum(np.mean(v) for v in pulls.values()):+.3f}")

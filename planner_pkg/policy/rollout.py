@@ -39,12 +39,14 @@ class RolloutResult:
     (came within the goal tolerance), ``success`` (B,) bool: no collision in the rollout (a
     10 s training rollout at low speed cannot reach a goal 30 m away, so the training statistic
     is collision-free flight; closed-loop evaluation measures reaching the goal),
-    ``min_clearance_m`` (B,), ``mean_speed_mps`` (B,).
+    ``min_clearance_m`` (B,), ``mean_speed_mps`` (B,). velocity: the flown velocities (T, B, 3)
+    Tensor, m/s, in the graph of the losses (diagnostics differentiate the speed through it).
     """
 
     terms: Dict[str, object]
     total: object
     stats: Dict[str, np.ndarray]
+    velocity: object = None
 
     def summary(self) -> Dict[str, float]:
         """Batch means of the statistics and the loss values as plain floats."""
@@ -187,4 +189,4 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         "min_clearance_m": raw_dist.min(axis=0) - radius,
         "mean_speed_mps": speed,
     }
-    return RolloutResult(terms, total, stats)
+    return RolloutResult(terms, total, stats, vel)
