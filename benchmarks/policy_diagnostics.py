@@ -268,11 +268,10 @@ def bench_braking(model_path, episodes, speeds=(5.0, 7.0, 10.0), first_world=500
 # (g) loss pull
 # ---------------------------------------------------------------------------------------------
 def _flat_grad(value, params):
-    for p in params:
-        p.grad = None
-    value.backward(retain_graph=True)
-    return np.concatenate([np.zeros(p.numel()) if p.grad is None else p.grad.numpy().ravel().astype(np.float64)
-                           for p in params])
+    """d value / d params, flattened into one float64 vector (zeros for a parameter it does not reach)."""
+    grads = ag.autograd.grad(value, params, retain_graph=True, allow_unused=True)
+    return np.concatenate([np.zeros(p.numel()) if g is None else g.numpy().ravel().astype(np.float64)
+                           for p, g in zip(params, grads)])
 
 
 def bench_loss_pull(model_path, cfg_path, factors=(0.0, 1.0), batches=2, batch_size=32):

@@ -248,8 +248,8 @@ class EnvConfig(Config, schema=_SCHEMA, prefix="env."):
     worlds_per_batch: the batch's agents are spread evenly over this many worlds.
     count_scale: range of a per-world factor on ``world_params.count`` (the obstacle count is
         rounded; 0 gives an empty world). (1, 1), the default, keeps every world at ``count``;
-        a range below 1 mixes in sparse and open worlds, where a policy that only ever saw
-        dense ones never learns to hold its full commanded speed. Needs ``world_params.count``.
+        a range below 1 mixes in sparse and open worlds (density randomisation; it did not by
+        itself raise the open-space cruise, docs/policy.md). Needs ``world_params.count``.
     speed_mps: range of the per-agent commanded speed.
     start_x_frac: range of the start's x, as a fraction of the world's half length on the far
         side from the goal (x = -frac * size_x / 2; a negative fraction starts past the middle,

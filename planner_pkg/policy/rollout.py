@@ -126,7 +126,7 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     # the acceleration term's reference: the drag feed-forward at the velocity before each step
     # (LossConfig.acceleration_beyond_drag; 0 = the whole command is charged)
     drag_ff = cfg.network.velocity_prior_drag_per_s if cfg.loss.acceleration_beyond_drag else 0.0
-    charged = []
+    v_before = []
     targets, truths, dts = [], [], []
     raw_dist = np.empty((steps, b))
     goal_dist = np.empty((steps, b))
@@ -146,9 +146,7 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         sim.step(command)
         commands.append(command)
         if drag_ff > 0:
-            held = np.zeros(v_np.shape, dtype=command.detach().numpy().dtype)
-            held[:, :2] = drag_ff * v_np[:, :2]
-            charged.append(command - ag.tensor(held))
+            v_before.append(v_np)
         positions.append(sim.position)
         velocities.append(sim.velocity)
         dist = world_distance(sim.position, ep.worlds, ep.agent_world)
@@ -164,6 +162,11 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
 
     lc = cfg.loss
     pos, vel, cmd = ag.stack(positions), ag.stack(velocities), ag.stack(commands)
+    charged = cmd
+    if v_before:  # the command beyond the drag feed-forward (one node for the whole rollout)
+        held = np.zeros(cmd.shape, dtype=cmd.detach().numpy().dtype)
+        held[..., :2] = drag_ff * np.stack(v_before)[..., :2]
+        charged = cmd - ag.tensor(held)
     clear = ag.stack(clearances)
     window = max(1, int(round(lc.velocity_window_s / dyn.dt_s)))
     terms = {
@@ -172,7 +175,7 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         "avoidance": L.avoidance_loss(clear, np.stack(dts), lc.avoidance_range_m,
                                       constant_weight=not lc.avoidance_closing_gradient),
         "collision": L.collision_loss(clear, lc.collision_sharpness_per_m),
-        "acceleration": L.acceleration_loss(ag.stack(charged) if charged else cmd),
+        "acceleration": L.acceleration_loss(charged),
         "jerk": L.jerk_loss(cmd),
         "altitude": L.altitude_loss(pos, lc.altitude_band_m),
     }
