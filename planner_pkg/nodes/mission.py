@@ -67,7 +67,8 @@ class Mission:
 
     def __init__(self, world, goal: np.ndarray, tolerance_m: float, timeout_s: float, radius_m: float,
                  namespace: str = "", ground_truth_expected: bool = True, stall_timeout_wall_s: float = 30.0,
-                 simulator_pid: Optional[Callable[[], Optional[int]]] = None):
+                 simulator_pid: Optional[Callable[[], Optional[int]]] = None,
+                 recorder_status_topic: Optional[str] = None):
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import PoseStamped
@@ -106,6 +107,9 @@ class Mission:
         self.odom_sub = self.node.create_subscription(Odometry, c.TOPIC_ODOM, self._on_odom, c.ODOM_QOS)
         self.status_sub = self.node.create_subscription(DiagnosticArray, c.TOPIC_STATUS, self._on_status,
                                                         c.STATUS_QOS)
+        if recorder_status_topic is not None:  # a recorder outside this namespace (a swarm's, at the root)
+            self.node.create_subscription(DiagnosticArray, recorder_status_topic, self._on_recorder_status,
+                                          c.STATUS_QOS)
         # fully qualified names, read once: a handle's name cannot be read once it is being destroyed
         self.topics = {"odom": self.odom_sub.topic_name, "status": self.status_sub.topic_name,
                        "goal": self.goal_pub.topic_name}
@@ -182,6 +186,21 @@ class Mission:
             return
         self._feed("odom out of order", "odometry", lambda: self.judge.odometry(s.t, s.position, s.velocity))
 
+    def _recorder_says(self, v: dict) -> None:
+        try:
+            messages = int(v.get("messages", "0"))
+        except ValueError:
+            messages = 0
+        self.recorder_recording = self.recorder_recording or (v.get("message") == "recording" and messages > 0)
+
+    def _on_recorder_status(self, msg) -> None:
+        """The status topic of a recorder outside this mission's namespace: only its entries count."""
+        from planner_pkg.nodes.conversions import status_values
+
+        v = status_values(msg)
+        if v.get("name", "").endswith("recorder"):
+            self._recorder_says(v)
+
     def _on_status(self, msg, info) -> None:
         from planner_pkg.nodes.conversions import status_values
 
@@ -199,11 +218,7 @@ class Mission:
                 self._feed("status out of order", "simulator status", lambda: self.judge.ground_truth(truth))
             return
         if name.endswith("recorder"):
-            try:
-                messages = int(v.get("messages", "0"))
-            except ValueError:
-                messages = 0
-            self.recorder_recording = self.recorder_recording or (v.get("message") == "recording" and messages > 0)
+            self._recorder_says(v)
             return
         if name.endswith("planner"):
             self.planner_status = v.get("goal_status", "")

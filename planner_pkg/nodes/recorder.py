@@ -61,6 +61,18 @@ KNOWN_TOPICS: Dict[str, Tuple[str, QoSProfile]] = {
     c.TOPIC_STATUS: ("diagnostic_msgs/msg/DiagnosticArray", c.STATUS_QOS),
 }
 DEFAULT_TOPICS = tuple(KNOWN_TOPICS)
+
+
+def known_topic(name: str) -> Optional[Tuple[str, QoSProfile]]:
+    """(type, contract QoS) of a topic of DESIGN.md's graph: by its relative name (``odom``) or in a
+    namespace (``/drone1/odom``, a swarm drone's); None for any other topic (found by discovery)."""
+    if name in KNOWN_TOPICS:
+        return KNOWN_TOPICS[name]
+    if name.startswith("/"):
+        parts = name[1:].split("/", 1)
+        if len(parts) == 2 and parts[0] and parts[1] in KNOWN_TOPICS:
+            return KNOWN_TOPICS[parts[1]]
+    return None
 COMPRESSIONS = ("zstd", "lz4", "none")
 
 
@@ -298,7 +310,7 @@ class Recorder(Node):
         self.output = self._open(cfg)
         self.pub_status = self.create_publisher(DiagnosticArray, c.TOPIC_STATUS, c.STATUS_QOS)
         for name in cfg.topics:
-            known = KNOWN_TOPICS.get(name)
+            known = known_topic(name)
             if known is None:
                 self._waiting.append(name)
             else:

@@ -78,7 +78,7 @@ def _refuse_options(args) -> Optional[str]:
             return f"--peers must be comma-separated drone ids, got {args.peers!r}"
         if any(not 0 <= p <= 10_000 or p == args.drone_id for p in peers) or len(set(peers)) != len(peers):
             return f"--peers must be distinct drone ids 0..10000 other than --drone-id {args.drone_id}, got {args.peers!r}"
-    for name in ("namespace", "record", "viz", "single_process", "start"):
+    for name in ("namespace", "viz", "single_process", "start"):
         if getattr(args, name, None):
             return f"--{name.replace('_', '-')} is not available with --drones / --drone-id (each drone is in /drone<i>)"
     if args.planner not in (None, "ego"):
@@ -133,6 +133,11 @@ def _prepare(args) -> Optional[str]:
     args.world = str(path.resolve())
     args.world_bounds = (np.asarray(args.world_obj.bounds_min), np.asarray(args.world_obj.bounds_max))
     args.stall_timeout_wall_s = b.mission_stall_timeout_s(blocks)
+    if args.record:
+        import importlib.util
+
+        if importlib.util.find_spec("mcap_ros2") is None:
+            return "--record needs the MCAP writer: pip install mcap-ros2-support"
     radius = QuadrotorParams().collision_radius_m
     try:
         if args.drones is not None:
@@ -222,7 +227,21 @@ def _commands(args) -> Dict[str, tuple]:
             if spec is b.PLANNER:
                 cmd += _as_ros_args(drone_overrides(i, [j for j in everyone if j != i]))
             out[f"drone{i}_{spec.name}"] = (spec, cmd)
+    if args.record:  # one recorder at the root: the clock, the broadcasts and every drone's topics
+        cmd = b.node_command("sim", b.RECORDER, _for_namespace(args, ""))
+        out[b.RECORDER.name] = (b.RECORDER, cmd + _as_ros_args({"topics": recorded_topics(everyone)}))
     return out
+
+
+def recorded_topics(ids) -> List[str]:
+    """What ``--record`` records in a swarm: ``/clock``, the broadcast topic and, for each drone id,
+    every topic of the single-drone graph in ``/drone<i>``."""
+    from planner_pkg.nodes.recorder import KNOWN_TOPICS
+    from planner_pkg.nodes.swarm_link import SWARM_TOPIC, drone_namespace
+
+    relative = [t for t in KNOWN_TOPICS if not t.startswith("/")]
+    absolute = [t for t in KNOWN_TOPICS if t.startswith("/")]
+    return absolute + [SWARM_TOPIC] + [f"{drone_namespace(i)}/{t}" for i in ids for t in relative]
 
 
 def sim_overrides(world: str, starts, yaws, start_on_goal: bool = False) -> dict:
@@ -416,10 +435,12 @@ def run(args, env: dict, stop: threading.Event) -> int:
 
 
 def _missions(args, sup):
+    from planner_pkg.nodes import common as c
     from planner_pkg.nodes.mission import Mission
     from planner_pkg.sim.params import QuadrotorParams
 
     radius = QuadrotorParams().collision_radius_m
+    recorder = f"/{c.TOPIC_STATUS}" if args.record else None  # the root recorder's status
 
     def simulator_pid() -> Optional[int]:
         proc = sup.procs.get(SWARM_SIM.name)
@@ -428,15 +449,20 @@ def _missions(args, sup):
     if args.drones is not None and args.goals_xyz is not None:
         missions = [Mission(args.world_obj, g, args.goal_tolerance, args.timeout, radius, f"/drone{i}",
                             ground_truth_expected=True, simulator_pid=simulator_pid,
-                            stall_timeout_wall_s=args.stall_timeout_wall_s)
+                            stall_timeout_wall_s=args.stall_timeout_wall_s, recorder_status_topic=recorder)
                     for i, g in enumerate(args.goals_xyz)]
-        return missions, _StatusWatch(args.drones)
-    if args.drone_id is not None and args.goal is not None:
+        watch = _StatusWatch(args.drones)
+    elif args.drone_id is not None and args.goal is not None:
         # the simulator runs in another process group (another bringup): its pid is not known here
-        return [Mission(args.world_obj, args.goal, args.goal_tolerance, args.timeout, radius,
-                        f"/drone{args.drone_id}", ground_truth_expected=True,
-                        stall_timeout_wall_s=args.stall_timeout_wall_s)], None
-    return [], None
+        missions = [Mission(args.world_obj, args.goal, args.goal_tolerance, args.timeout, radius,
+                            f"/drone{args.drone_id}", ground_truth_expected=True,
+                            stall_timeout_wall_s=args.stall_timeout_wall_s, recorder_status_topic=recorder)]
+        watch = None
+    else:
+        return [], None
+    for m in missions:  # --record: each goal goes out once the recorder listens (the file holds the flight)
+        m.wait_for_recorder = bool(args.record)
+    return missions, watch
 
 
 def _wait_final_status(missions, watch) -> None:

@@ -516,3 +516,50 @@ def test_the_same_swarm_flight_twice_at_once_is_the_same_flight(tmp_path):
             first = int(np.flatnonzero(np.any(a[:n] != b[:n], axis=1))[0])
             pytest.fail(f"drone {i}: the two runs differ from t = {a[first, 0]:.3f} s on (max {diff:.2e} m)\n"
                         + "\n".join(log.read_text()[-2000:] for log in logs))
+
+
+def test_a_swarm_run_is_recorded_to_one_mcap_with_every_drones_topics(tmp_path):
+    """`bringup sim --drones 2 --record run.mcap`: one recorder at the root records the clock, the
+    broadcast topic and each drone's topics in /drone<i>; each drone's goal goes out only once the
+    recorder listens (so its one goal is in the file), and each drone's last logged odometry sample
+    is in the recording, identical."""
+    pytest.importorskip("mcap_ros2")
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    from nodes_ros_harness import started_pids
+
+    (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
+    rec, log, log_dir = tmp_path / "swarm.mcap", tmp_path / "bringup.log", tmp_path / "flights"
+    proc = _bringup(["--world", str(tmp_path / "w.yaml"), "--drones", "2", "--real-time-factor", "0",
+                     "--starts", _points(tmp_path / "s.json", [[-3.0, 0.0, 1.0], [3.0, 0.0, 1.0]]),
+                     "--goals", _points(tmp_path / "g.json", [[3.0, 0.0, 1.0], [-3.0, 0.0, 1.0]]),
+                     "--timeout", "30", "--summary", str(tmp_path / "s.json.out"), "--log-dir", str(log_dir),
+                     "--record", str(rec)], log)
+    try:
+        code = proc.wait(timeout=900)
+    finally:
+        kill_leftovers(proc, log)
+    text = log.read_text()
+    assert code == 0, text[-4000:]
+    assert "recorder" in {n for n, _ in started_pids(text)}
+    assert json.loads((tmp_path / "s.json.out").read_text())["success"]
+    messages = {}
+    with open(rec, "rb") as fh:
+        reader = make_reader(fh, decoder_factories=[DecoderFactory()])
+        assert reader.get_summary() is not None  # finished
+        for _schema, channel, message, decoded in reader.iter_decoded_messages():
+            messages.setdefault(channel.topic, []).append((message.publish_time, decoded))
+    for topic in ("/clock", "/swarm/trajectories", "/drone0/odom", "/drone1/odom", "/drone0/planning/trajectory",
+                  "/drone1/setpoint", "/drone0/status"):
+        assert messages.get(topic), f"nothing recorded on {topic}: {sorted(messages)}"
+    for i in range(2):
+        assert len(messages[f"/drone{i}/goal_pose"]) == 1, sorted(messages)
+        rows = (log_dir / f"drone_{i}.csv").read_text().splitlines()
+        t_last, *last = map(float, rows[-1].split(","))
+        recorded = {round(t * 1e-9, 6): m for t, m in messages[f"/drone{i}/odom"]}
+        got = recorded[round(t_last, 6)].pose.pose.position
+        assert [got.x, got.y, got.z] == last[:3]
+    # both drones' broadcasts (joint name swarm_drone_<id>)
+    ids = {m.joint_names[0] for _, m in messages["/swarm/trajectories"]}
+    assert ids == {f"{conv.SWARM_JOINT_PREFIX}0", f"{conv.SWARM_JOINT_PREFIX}1"}, ids
