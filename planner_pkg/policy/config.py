@@ -191,7 +191,9 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     """Loss weights and shapes (see :mod:`planner_pkg.policy.losses`).
 
     Weights of the terms (see :mod:`planner_pkg.policy.losses` for their exact form):
-    velocity: smooth-L1 of (moving-average velocity over ``velocity_window_s`` - target).
+    velocity: smooth-L1 of (moving-average velocity over ``velocity_window_s`` - target), with
+        its knee at ``velocity_beta_mps`` (1 m/s: the old behaviour; below the knee the pull
+        is proportional to the error, so an opposing pull leaves a steady error ~ beta).
     velocity_estimate: MSE of the auxiliary velocity estimate (yaw frame).
     avoidance: max(closing speed, 1 m/s) x squared hinge of the clearance below
         ``avoidance_range_m`` (paper: 1.5-3.0).
@@ -227,6 +229,7 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     jerk: float = _non_negative(0.001)
     altitude: float = _non_negative(1.0)
     velocity_window_s: float = _positive(2.0)
+    velocity_beta_mps: float = _positive(1.0)
     avoidance_range_m: float = _positive(1.0)
     collision_sharpness_per_m: float = _positive(32.0)
     altitude_band_m: Tuple[float, float] = _pair((0.5, 4.0))

@@ -6,7 +6,9 @@ with :class:`~planner_pkg.policy.config.LossConfig`. Shapes: positions/velocitie
 
 * velocity: smooth-L1 of (the velocity averaged over the last ``window`` steps - the target
   velocity), per element: the average lets the policy swerve briefly without penalty, as long
-  as it keeps its mean course (Zhang et al. 2024).
+  as it keeps its mean course (Zhang et al. 2024). Below the knee ``beta`` the penalty is
+  quadratic, so its pull falls with the error: a constant opposing pull p (weight w) holds a
+  steady error of p * beta / w, which a smaller knee shrinks.
 * velocity_estimate: MSE of the auxiliary velocity estimate (yaw frame) against the truth.
 * avoidance: closing speed x squared hinge, ``max(c, 1) * relu(range - clearance)^2`` with
   ``c = -(d clearance / dt)`` m/s: near obstacles it costs more the faster they approach. With
@@ -46,9 +48,10 @@ def moving_average(x, window: int):
     return c / ag.tensor(counts, dtype=x.dtype)
 
 
-def velocity_loss(velocity, target, window: int):
-    """velocity (T, B, 3) Tensor, target (T, B, 3) array or Tensor, m/s."""
-    return F.smooth_l1_loss(moving_average(velocity, window), ag.as_tensor(target))
+def velocity_loss(velocity, target, window: int, beta: float = 1.0):
+    """velocity (T, B, 3) Tensor, target (T, B, 3) array or Tensor, m/s; ``beta`` (m/s): the
+    smooth-L1's knee, below which the penalty is quadratic (its pull shrinks with the error)."""
+    return F.smooth_l1_loss(moving_average(velocity, window), ag.as_tensor(target), beta=beta)
 
 
 def velocity_estimate_loss(estimate, truth):

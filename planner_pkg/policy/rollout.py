@@ -170,7 +170,7 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     clear = ag.stack(clearances)
     window = max(1, int(round(lc.velocity_window_s / dyn.dt_s)))
     terms = {
-        "velocity": L.velocity_loss(vel, np.stack(targets), window),
+        "velocity": L.velocity_loss(vel, np.stack(targets), window, lc.velocity_beta_mps),
         "velocity_estimate": L.velocity_estimate_loss(ag.stack(estimates), np.stack(truths)),
         "avoidance": L.avoidance_loss(clear, np.stack(dts), lc.avoidance_range_m,
                                       constant_weight=not lc.avoidance_closing_gradient),

@@ -40,6 +40,22 @@ def test_velocity_loss_uses_the_window_mean():
                                (2.5 + 0.125 + 0.0) / 3)
 
 
+def test_velocity_loss_knee_sets_the_pull_of_a_small_error():
+    """beta (LossConfig.velocity_beta_mps): 0.5 e^2 / beta below the knee, |e| - beta / 2 above it;
+    a 0.4 m/s shortfall pulls with e / beta = 0.4 at the default knee of 1 m/s and with the full
+    unit slope at 0.25 m/s, where a quadratic penalty would barely push."""
+    target = np.array([[[5.0, 0.0, 0.0]]])
+    short = _t(np.array([[[4.6, 0.0, 0.0]]]), grad=True)
+    assert L.velocity_loss(short, target, 1, beta=1.0).item() == pytest.approx(0.5 * 0.16 / 3)
+    assert L.velocity_loss(short, target, 1, beta=0.25).item() == pytest.approx((0.4 - 0.125) / 3)
+    assert L.velocity_loss(short, target, 1).item() == L.velocity_loss(short, target, 1, beta=1.0).item()
+    for beta, slope in ((1.0, -0.4), (0.25, -1.0), (0.8, -0.5)):
+        short.grad = None
+        L.velocity_loss(short, target, 1, beta=beta).backward()
+        np.testing.assert_allclose(short.grad.numpy()[0, 0], [slope / 3, 0.0, 0.0])
+    assert LossConfig().velocity_beta_mps == 1.0
+
+
 def test_velocity_estimate_is_mean_squared_error():
     est = _t(np.array([[[1.0, 2.0, 3.0]]]))
     assert L.velocity_estimate_loss(est, np.array([[[1.0, 0.0, 3.0]]])).item() == pytest.approx(4.0 / 3)
