@@ -96,6 +96,9 @@ class PolicyNodeConfig(Config, prefix=""):
     max_speed_mps: float = field(default=4.0, metadata={"range": (0.1, 20.0), "description":
                                  "speed guard, m/s: caps the cruise speed, and above it the command may not "
                                  "accelerate further along the velocity"})
+    speed_calibration: bool = field(default=_PD.speed_calibration, metadata={"description":
+                                    "tell the network the command whose measured open-space cruise is the target "
+                                    "speed, when the model carries a speed calibration ('policy calibrate')"})
     margin_m: Optional[float] = field(default=None, metadata={"range": (0.0, 5.0), "description":
                                       "safety margin fed to the network, m; none = the middle of its training range"})
     max_accel_mps2: float = field(default=_PD.max_accel_mps2, metadata={"range": (0.5, 20.0), "description":
@@ -143,7 +146,7 @@ def planner_config(cfg: PolicyNodeConfig):
         rate_hz=cfg.rate_hz, speed_mps=cfg.target_speed_mps, margin_m=cfg.margin_m, max_speed_mps=cfg.max_speed_mps,
         max_accel_mps2=cfg.max_accel_mps2, max_tilt_deg=cfg.max_tilt_deg,
         max_descent_accel_mps2=cfg.max_descent_accel_mps2, stale_after_s=cfg.depth_timeout_s,
-        arrive_radius_m=cfg.goal_tolerance_m)
+        arrive_radius_m=cfg.goal_tolerance_m, speed_calibration=cfg.speed_calibration)
 
 
 def camera_mismatch(observation, camera: CameraParams) -> Optional[Tuple[str, str]]:

@@ -5,7 +5,8 @@
     policy export --checkpoint model.ckpt --out model.agm
     policy eval  [--model model.agm] [--episodes 100] [--speed 3 [5 ...]] [--vehicle quadrotor|point_mass]
                  [--first-world K] [--json results.json] [--plot speed_success.png]
-                 [--workers N [--ray-address local|auto|ray://host:port]]
+                 [--workers N [--ray-address local|auto|ray://host:port]] [--no-calibration]
+    policy calibrate [--model model.agm] --out model.agm [--episodes 2] [--course 110]
 
 ``planner_pkg.cli`` registers these with :func:`add_parser`; errors are raised as its CliError
 (one line on stderr, exit code 2 for bad input, 1 for a failure while running).
@@ -16,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from planner_pkg.cli_args import nonneg_int as _nonneg_int, positive_int as _positive_int, speed as _speed
+from planner_pkg.cli_args import nonneg_int as _nonneg_int, positive_float, positive_int as _positive_int, speed as _speed
 
 __all__ = ["add_parser"]
 
@@ -64,7 +65,20 @@ def add_parser(subparsers) -> None:
                          "in-process); the results do not depend on N")
     ev.add_argument("--ray-address", default="local", metavar="ADDR",
                     help="local (private Ray instance, default), auto (cluster on this machine) or ray://host:port")
+    ev.add_argument("--no-calibration", action="store_true",
+                    help="tell the network the commanded speed as it is, not through the model's speed calibration")
     ev.set_defaults(handler=_cmd_eval)
+
+    ca = psub.add_parser("calibrate", help="measure the model's open-space cruise per command and store the "
+                         "command -> cruise calibration in a model file")
+    ca.add_argument("--model", metavar="MODEL", help="policy model (.agm); default: the shipped model")
+    ca.add_argument("--out", required=True, metavar="MODEL", help="model file to write (may be --model itself)")
+    ca.add_argument("--episodes", type=_positive_int, default=2, help="open-space flights per command (2)")
+    ca.add_argument("--course", type=positive_float, default=None, metavar="M",
+                    help="length of the straight open-space course, m (default 110)")
+    ca.add_argument("--workers", type=_positive_int, default=1, metavar="N", help="as for eval")
+    ca.add_argument("--ray-address", default="local", metavar="ADDR", help="as for eval")
+    ca.set_defaults(handler=_cmd_calibrate)
 
 
 def _err(message: str, code: int = 2):
@@ -151,16 +165,24 @@ def _cmd_eval(args) -> int:
         results = evaluate_speeds(policy, args.speed, episodes=args.episodes, vehicle=args.vehicle,
                                   world_kind=args.world_kind, first_world=args.first_world,
                                   progress=progress if sys.stderr.isatty() else None, workers=args.workers,
-                                  ray_address=args.ray_address)
+                                  ray_address=args.ray_address, calibrated=not args.no_calibration)
     except ConnectionError as exc:
         raise _err(f"cannot reach the Ray cluster at {args.ray_address!r}: {exc}", 1) from None
     print(f"policy {path}: {args.vehicle}, {args.world_kind} worlds (unseen: odd seeds from "
           f"{2 * args.first_world + 1}), {args.workers} worker(s)")
+    cal = policy.speed_calibration
+    if cal is None or args.no_calibration:
+        print("speed calibration: " + ("none in this model" if cal is None else "off (--no-calibration)")
+              + ": the network is told the commanded speed")
+    else:
+        print("speed calibration: on: the network is told " + ", ".join(
+            f"{v:g} -> {cal.network_speed(v):.2f}" for v in args.speed) + " m/s")
     print(format_results(results))
     if args.json:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"model": str(path), "results": [r.to_dict() for r in results],
+        out.write_text(json.dumps({"model": str(path), "speed_calibration": None if cal is None or args.no_calibration
+                                   else cal.to_dict(), "results": [r.to_dict() for r in results],
                                    "episodes": {str(r.speed_mps): r.episodes for r in results}}, indent=1))
     if args.plot:
         try:
@@ -169,4 +191,44 @@ def _cmd_eval(args) -> int:
         except (RuntimeError, OSError) as exc:
             raise _err(f"cannot write the plot {args.plot!r}: {exc}", 1) from None
         print(f"wrote {args.plot}")
+    return 0
+
+
+def _cmd_calibrate(args) -> int:
+    from planner_pkg.policy.export import PolicyModelError, default_model_path, load_policy
+    from planner_pkg.policy.calibrate import DEFAULT_COURSE_M, measure_speed_calibration, write_speed_calibration
+    from planner_pkg.policy.speed_calibration import SpeedCalibrationError
+    from planner_pkg.pool import check_ray_address
+
+    try:
+        check_ray_address(args.ray_address)
+    except ValueError as exc:
+        raise _err(str(exc)) from None
+    path = args.model or default_model_path()
+    if path is None:
+        raise _err("no --model given and this installation ships no trained policy")
+    try:
+        policy = load_policy(path)
+    except PolicyModelError as exc:
+        raise _err(str(exc)) from None
+    course = DEFAULT_COURSE_M if args.course is None else args.course
+    try:
+        calibration, rows = measure_speed_calibration(policy, episodes=args.episodes, course_m=course,
+                                                      workers=args.workers, ray_address=args.ray_address)
+    except SpeedCalibrationError as exc:
+        raise _err(str(exc), 1) from None
+    except ConnectionError as exc:
+        raise _err(f"cannot reach the Ray cluster at {args.ray_address!r}: {exc}", 1) from None
+    print(f"policy {path}: open-space cruise per network command ({args.episodes} flight(s) of {course:g} m each, "
+          "full quadrotor, uncalibrated)")
+    print("network m/s  cruise m/s  cruise / command")
+    for r in rows:
+        print(f"{r['network_mps']:11.2f} {r['cruise_mps']:11.2f} {r['cruise_mps'] / r['network_mps']:17.3f}")
+    try:
+        out = write_speed_calibration(path, calibration, args.out)
+    except (OSError, PolicyModelError) as exc:
+        raise _err(f"cannot write model {args.out!r}: {exc}", 1) from None
+    print(f"wrote {out} (speed calibration: requested cruise "
+          f"{calibration.cruise_mps[0]:.2f}..{calibration.cruise_mps[-1]:.2f} m/s -> network "
+          f"{calibration.network_mps[0]:.2f}..{calibration.network_mps[-1]:.2f} m/s)")
     return 0

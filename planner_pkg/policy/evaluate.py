@@ -126,6 +126,7 @@ def evaluate_speeds(
     ray_address: str = "local",
     ray_init_kwargs: Optional[dict] = None,
     in_process: bool = False,
+    calibrated: bool = True,
 ) -> List[EvalResult]:
     """:func:`evaluate_policy` at every speed of ``speeds``, the episodes of all speeds spread over
     ``workers`` workers of :func:`planner_pkg.pool.map_items` (Ray actors for ``workers > 1``
@@ -133,6 +134,7 @@ def evaluate_speeds(
     on its world seed, the speed and the policy, so the results are those of the in-process run
     whatever the worker count. ``EvalResult.wall_s`` is the sum of the episodes' own wall times
     (they overlap with several workers). progress: (speed, episode index, summary), in order.
+    calibrated: apply the model's speed calibration (``PolicyPlannerConfig.speed_calibration``).
     """
     from planner_pkg.pool import map_items
 
@@ -148,7 +150,8 @@ def evaluate_speeds(
     else:
         shipped = {"policy": policy}
     shared = {**shipped, "speeds": [float(v) for v in speeds], "vehicle": vehicle, "world_kind": world_kind,
-              "world_params": params, "first_world": int(first_world), "timeout_s": timeout_s}
+              "world_params": params, "first_world": int(first_world), "timeout_s": timeout_s,
+              "calibrated": bool(calibrated)}
     on_result = None
     if progress is not None:
         def on_result(n, out):
@@ -177,7 +180,8 @@ def _episode_context(shared: Dict) -> Dict:
     policy = shared.get("policy")
     if policy is None:
         policy = load_policy_bytes(shared["policy_bytes"], shared["policy_path"])
-    ctx["planners"] = [PolicyPlanner(policy, PolicyPlannerConfig(speed_mps=v)) for v in shared["speeds"]]
+    ctx["planners"] = [PolicyPlanner(policy, PolicyPlannerConfig(speed_mps=v, speed_calibration=shared["calibrated"]))
+                       for v in shared["speeds"]]
     return ctx
 
 

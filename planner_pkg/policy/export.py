@@ -9,7 +9,8 @@ the graph as JSON metadata; no pickle, nothing executable), traced at batch 1:
 
 plus one more metadata string, ``planner_pkg.policy``: JSON with the training configuration
 (``PolicyConfig.to_dict()``) that fixes the observation transform, the image size and the
-default commanded speed. ``autograd_core.runtime.load`` reads the file as any graph file;
+default commanded speed, and optionally the model's measured speed calibration
+(``speed_calibration``, :mod:`planner_pkg.policy.speed_calibration`). ``autograd_core.runtime.load`` reads the file as any graph file;
 :func:`load_policy` reads the metadata too and refuses a file whose graph does not take and
 give the shapes its configuration promises.
 """
@@ -19,11 +20,13 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 
 from planner_pkg.policy.config import ConfigError, PolicyConfig, STATE_DIM, config_from_dict
+from planner_pkg.policy.speed_calibration import (CALIBRATION_KEY, SpeedCalibration, SpeedCalibrationError,
+                                                  parse_speed_calibration)
 
 __all__ = ["default_model_path", "POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy", "load_policy_bytes",
            "load_policy", "policy_graph", "load_weights_from_model"]
@@ -77,6 +80,8 @@ class LoadedPolicy:
     model: object  # autograd_core.runtime.Model
     config: PolicyConfig
     path: str
+    #: the measured command -> cruise map (``policy calibrate``); None: the model flies uncalibrated
+    speed_calibration: Optional[SpeedCalibration] = None
 
     @property
     def hidden_size(self) -> int:
@@ -144,6 +149,12 @@ def load_policy_bytes(data: bytes, where: str = "<bytes>") -> LoadedPolicy:
 
     meta = _policy_metadata(data, where)
     cfg = _model_config(meta.get("config"), where)
+    calibration = None
+    if CALIBRATION_KEY in meta:
+        try:
+            calibration = parse_speed_calibration(meta[CALIBRATION_KEY], f"{where}: its {CALIBRATION_KEY}")
+        except SpeedCalibrationError as exc:
+            raise PolicyModelError(f"{exc}; rewrite it with 'python -m planner_pkg policy calibrate'") from None
     try:
         model = runtime.load_bytes(data)
     except runtime.FormatError as exc:
@@ -160,7 +171,7 @@ def load_policy_bytes(data: bytes, where: str = "<bytes>") -> LoadedPolicy:
             f"inputs {want_in} (image, state, hidden) and outputs {want_out}; re-export the model")
     if any(np.dtype(d) != np.float32 for d in list(model.input_dtypes) + list(model.output_dtypes)):
         raise PolicyModelError(f"{where}: the network's inputs and outputs must be float32")
-    return LoadedPolicy(model=model, config=cfg, path=where)
+    return LoadedPolicy(model=model, config=cfg, path=where, speed_calibration=calibration)
 
 
 def load_weights_from_model(net, path: Union[str, Path]) -> int:

@@ -21,6 +21,10 @@ position and velocity NaN) and the heading towards the goal. Guards, each report
 * the acceleration is clamped: vertical to [-max_descent_accel, max_accel], the thrust tilt
   to ``max_tilt_deg`` and the norm to ``max_accel_mps2``.
 
+The commanded speed is a cruise speed. When the model carries a speed calibration (measured by
+``policy calibrate``) the network is told the command whose open-space cruise was that speed
+(``network_speed_mps``); ``speed_calibration=False`` tells it the speed as it is.
+
 A long-running user (the ``policy`` ROS node) may change the run-time options with
 :meth:`PolicyPlanner.set_config` and forget the GRU memory with :meth:`reset_memory` (a new
 goal) without forgetting the latest depth image.
@@ -58,6 +62,9 @@ class PolicyPlannerConfig(Config):
     stale_after_s: a depth image older than this (vs the odometry stamp) is not used.
     arrive_radius_m: within this distance of the goal the planner holds the goal (a position
         setpoint: the last metre is a plain position-controlled approach; goals are free space).
+    speed_calibration: tell the network the command whose measured open-space cruise is the
+        requested speed, when the model carries a speed calibration (``policy calibrate``;
+        :mod:`planner_pkg.policy.speed_calibration`); False: the requested speed as it is.
     """
 
     rate_hz: float = positive(15.0)
@@ -69,6 +76,7 @@ class PolicyPlannerConfig(Config):
     max_descent_accel_mps2: float = positive(5.0)
     stale_after_s: float = positive(0.25)
     arrive_radius_m: float = positive(1.0)
+    speed_calibration: bool = True
 
 
 class PolicyPlanner:
@@ -99,6 +107,9 @@ class PolicyPlanner:
         self.config = config
         speed = config.speed_mps if config.speed_mps is not None else pc.train.eval_speed_mps
         self.speed_mps = speed if config.max_speed_mps is None else min(speed, config.max_speed_mps)
+        calibration = self.policy.speed_calibration if config.speed_calibration else None
+        # what the network is told: the command that cruises at speed_mps in open space
+        self.network_speed_mps = self.speed_mps if calibration is None else calibration.network_speed(self.speed_mps)
         self.margin_m = config.margin_m if config.margin_m is not None else 0.5 * sum(pc.loss.margin_m)
         self._tan_tilt = math.tan(math.radians(config.max_tilt_deg))
 
@@ -158,7 +169,7 @@ class PolicyPlanner:
             return Setpoint.hold(state.position, state.yaw)
 
         yaw = state.yaw
-        target = target_velocity(state.position[None], self._goal[None], np.array([self.speed_mps]),
+        target = target_velocity(state.position[None], self._goal[None], np.array([self.network_speed_mps]),
                                  self._approach_gain, self._approach_decel)[0]
         up = quaternion_to_matrix(state.attitude)[:, 2]
         s = state_vector(state.velocity[None], target[None], up[None], yaw, self.margin_m)
