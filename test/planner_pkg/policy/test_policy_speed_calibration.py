@@ -135,3 +135,22 @@ def test_measuring_flies_open_space_and_inverts_the_cruise(zero_head_model):
         assert cal.network_speed(r["cruise_mps"]) == pytest.approx(r["network_mps"])
     with pytest.raises(SpeedCalibrationError, match="increasing"):
         measure_speed_calibration(policy, network_speeds=[3.0, 2.0], episodes=1)
+
+
+def test_the_shipped_model_is_calibrated_and_cruises_at_the_commanded_speed_in_open_space():
+    """The shipped model carries its calibration; flown in open space at 5 m/s (a course the
+    calibration did not fly: 80 m, another world seed) it cruises within 4 % of 5 m/s, where the
+    same network told 5 m/s as it is cruises slower."""
+    from planner_pkg.policy.evaluate import evaluate_speeds
+    from planner_pkg.policy.export import default_model_path
+
+    policy = load_policy(default_model_path())
+    assert policy.speed_calibration is not None
+    params = {"count": 0, "size_x": 90.0, "size_y": 20.0, "start": (-40.0, 0.0, 1.0), "goal": (40.0, 0.0, 1.0)}
+    on, = evaluate_speeds(policy, [5.0], episodes=1, world_kind="forest", world_params=params, first_world=7)
+    off, = evaluate_speeds(policy, [5.0], episodes=1, world_kind="forest", world_params=params, first_world=7,
+                           calibrated=False)
+    cruise_on, cruise_off = on.episodes[0]["cruise_speed_mps"], off.episodes[0]["cruise_speed_mps"]
+    assert on.success_rate == off.success_rate == 1.0
+    assert cruise_on == pytest.approx(5.0, rel=0.04), cruise_on
+    assert cruise_off < cruise_on
