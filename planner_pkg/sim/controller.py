@@ -8,7 +8,9 @@ Two layers, so the point-mass and the rigid-body models share the translational 
   McClamroch ("Geometric tracking control of a quadrotor UAV on SE(3)", CDC 2010):
   ``m a = -k_x e_x - k_v e_v + m a_d``, written as ``a = a_d + k_v (v_d + c - v)`` with
   ``c = -(k_x / k_v) e_x`` so that the speed the position error alone may demand can be capped
-  (large jumps of the reference then do not command violent accelerations).
+  (large jumps of the reference then do not command violent accelerations). With a reference
+  velocity ``v_d`` the airframe's rotor drag at it, ``R diag(d) R^T v_d``, is fed forward
+  (``ControllerGains.drag_feedforward``); an acceleration-only setpoint is a thrust command.
 * :class:`SE3Controller` (rigid body) adds Lee's attitude law on SO(3) and the mixer;
   :class:`PointMassController` hands the acceleration to the point-mass model.
 """
@@ -36,11 +38,27 @@ class TranslationalController:
     heading reference is held (initially the vehicle's heading at ``reset``).
     """
 
-    def __init__(self, gains: ControllerGains = ControllerGains(), gravity_mps2: float = GRAVITY_MPS2):
+    def __init__(self, gains: ControllerGains = ControllerGains(), gravity_mps2: float = GRAVITY_MPS2,
+                 drag_per_s=(0.0, 0.0, 0.0), drag_in_body_frame: bool = True):
         self.gains = gains
         self.g = gravity_mps2
         self._yaw_ref = 0.0
         self._tan_tilt = math.tan(gains.max_tilt_rad)
+        # the drag fed forward at a reference velocity (body-frame coefficients, 1/s)
+        self._drag = gains.drag_feedforward * np.asarray(drag_per_s, dtype=np.float64)
+        self._has_drag = bool(np.any(self._drag > 0.0))
+        self._body_drag = bool(drag_in_body_frame)
+
+    def drag_compensation(self, state: VehicleState, velocity) -> np.ndarray:
+        """(3,) m/s^2 that cancels the airframe's linear drag at ``velocity`` (world frame):
+        ``R diag(d) R^T v`` with the vehicle's attitude ``R`` (rotor drag, body frame), or
+        ``diag(d) v`` (world-frame drag: the point mass); zeros without a drag model."""
+        if not self._has_drag:
+            return np.zeros(3)
+        if not self._body_drag:
+            return self._drag * np.asarray(velocity, dtype=np.float64)
+        R = state.rotation
+        return R @ (self._drag * (R.T @ np.asarray(velocity, dtype=np.float64)))
 
     def reset(self, state: VehicleState) -> None:
         self._yaw_ref = state.yaw
@@ -64,8 +82,11 @@ class TranslationalController:
             if norm > k.max_position_correction_mps:
                 correction *= k.max_position_correction_mps / norm
             accel = a_ff + k.velocity_gain_per_s * (v_ff + correction - state.velocity)
+            if setpoint.has_velocity:
+                accel = accel + self.drag_compensation(state, v_ff)
         elif setpoint.has_velocity:
-            accel = a_ff + k.velocity_gain_per_s * (setpoint.velocity - state.velocity)
+            accel = (a_ff + k.velocity_gain_per_s * (setpoint.velocity - state.velocity)
+                     + self.drag_compensation(state, setpoint.velocity))
         elif setpoint.has_acceleration:
             accel = np.array(a_ff, dtype=np.float64)
         else:
@@ -82,7 +103,8 @@ class TranslationalController:
         if math.isfinite(yaw):
             self._yaw_ref = yaw
         v = np.asarray(velocity, dtype=np.float64)
-        return self.limit(self.gains.velocity_gain_per_s * (v - state.velocity)), self._yaw_ref
+        accel = self.gains.velocity_gain_per_s * (v - state.velocity) + self.drag_compensation(state, v)
+        return self.limit(accel), self._yaw_ref
 
     def acceleration_command(self, accel, yaw: float = math.nan) -> Tuple[np.ndarray, float]:
         """Explicit acceleration mode: the limited acceleration (3,) m/s^2 itself."""
@@ -133,7 +155,7 @@ class SE3Controller:
     def __init__(self, params: QuadrotorParams = QuadrotorParams(), gains: ControllerGains = ControllerGains()):
         self.params = params
         self.gains = gains
-        self.translational = TranslationalController(gains, params.gravity_mps2)
+        self.translational = TranslationalController(gains, params.gravity_mps2, params.drag_coeffs_per_s)
         self.mixer = Mixer(params)
         self._m = params.mass_kg
         self._J = np.array(params.inertia_kgm2, dtype=np.float64)
@@ -188,8 +210,9 @@ class SE3Controller:
 class PointMassController:
     """Translational controller for :class:`~planner_pkg.sim.point_mass.PointMassQuadrotor`."""
 
-    def __init__(self, gains: ControllerGains = ControllerGains(), gravity_mps2: float = GRAVITY_MPS2):
-        self.translational = TranslationalController(gains, gravity_mps2)
+    def __init__(self, gains: ControllerGains = ControllerGains(), gravity_mps2: float = GRAVITY_MPS2,
+                 drag_per_s=(0.0, 0.0, 0.0)):
+        self.translational = TranslationalController(gains, gravity_mps2, drag_per_s, drag_in_body_frame=False)
         self.last_output: AccelerationCommand | None = None
 
     def reset(self, state: VehicleState) -> None:

@@ -118,9 +118,13 @@ class ControllerGains(Config):
     ``k_x = m * position_gain``, ``k_v = m * velocity_gain``, ``k_R = J * attitude_gain``,
     ``k_Omega = J * rate_gain``. The defaults put the position loop at 3.2 rad/s and the
     attitude loop at 17 rad/s (damping 0.87 both), below the 30 rad/s pole of the 33 ms motor
-    lag. There is no integral term (Lee's law has none), so unmodelled rotor drag leaves a
-    steady lag at speed (~5 cm on a 2 m/s circle); the measured errors are asserted in
-    test/planner_pkg/sim/test_sim_controller.py.
+    lag. There is no integral term (Lee's law has none). Rotor drag would then leave a steady lag
+    of about ``drag * v / position_gain`` at speed (4.7 cm on a 2 m/s circle, ~10 cm at 3 m/s).
+    So when a setpoint gives a reference velocity, the airframe's linear drag model at that
+    velocity is fed forward (``drag_feedforward`` x the drag coefficients, body frame, as
+    Faessler et al. RA-L 2018 do). A pure acceleration setpoint is a thrust command and gets
+    none: the learned policy was trained with drag acting on its command. The measured errors
+    are asserted in test/planner_pkg/sim/test_sim_controller.py.
     """
 
     position_gain_per_s2: float = positive(10.0)
@@ -132,6 +136,9 @@ class ControllerGains(Config):
     max_tilt_rad: float = setting(math.radians(45.0), range=(0.0, math.pi / 2), low_open=True, high_open=True)
     max_accel_mps2: float = positive(12.0)  # norm of the commanded acceleration (gravity excluded)
     max_position_correction_mps: float = positive(3.0)  # speed the position error alone may demand
+    # fraction of the airframe's linear rotor drag fed forward when tracking a reference velocity
+    # (Faessler et al., RA-L 2018); 0 = Lee's law alone, which lags by drag * v / k_x at speed
+    drag_feedforward: float = setting(1.0, range=(0.0, 2.0))
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,8 @@ class ClosedLoopRunner:
             accel_bound = p.max_total_thrust_n / p.mass_kg + p.gravity_mps2
         else:
             p = self.point_mass_params
-            vehicle, controller = PointMassQuadrotor(p), PointMassController(self.gains, p.gravity_mps2)
+            vehicle, controller = PointMassQuadrotor(p), PointMassController(self.gains, p.gravity_mps2,
+                                                                               p.drag_coeffs_per_s)
             accel_bound = p.max_thrust_accel_mps2 + p.gravity_mps2
         radius = p.collision_radius_m if self.config.vehicle_radius_m is None else self.config.vehicle_radius_m
         return vehicle, controller, radius, accel_bound
