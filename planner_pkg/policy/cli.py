@@ -140,8 +140,9 @@ def _cmd_export(args) -> int:
     return 0
 
 
-def _cmd_eval(args) -> int:
-    from planner_pkg.policy.evaluate import evaluate_speeds, format_results, plot_results
+def _pool_and_model(args):
+    """(model path, LoadedPolicy) of ``--model`` (default: the shipped one), after checking
+    ``--ray-address``; CliError (exit 2) otherwise."""
     from planner_pkg.policy.export import PolicyModelError, default_model_path, load_policy
     from planner_pkg.pool import check_ray_address
 
@@ -154,9 +155,15 @@ def _cmd_eval(args) -> int:
         raise _err("no --model given and this installation ships no trained policy; train one with "
                    "'python -m planner_pkg policy train --config config/policy/default.yaml --out model.agm'")
     try:
-        policy = load_policy(path)
+        return path, load_policy(path)
     except PolicyModelError as exc:
         raise _err(str(exc)) from None
+
+
+def _cmd_eval(args) -> int:
+    from planner_pkg.policy.evaluate import evaluate_speeds, format_results, plot_results
+
+    path, policy = _pool_and_model(args)
 
     def progress(speed, i, summary):
         print(f"  {speed:g} m/s, world {i + 1}/{args.episodes}: {summary['reason']}", file=sys.stderr, flush=True)
@@ -195,22 +202,11 @@ def _cmd_eval(args) -> int:
 
 
 def _cmd_calibrate(args) -> int:
-    from planner_pkg.policy.export import PolicyModelError, default_model_path, load_policy
     from planner_pkg.policy.calibrate import DEFAULT_COURSE_M, measure_speed_calibration, write_speed_calibration
+    from planner_pkg.policy.export import PolicyModelError
     from planner_pkg.policy.speed_calibration import SpeedCalibrationError
-    from planner_pkg.pool import check_ray_address
 
-    try:
-        check_ray_address(args.ray_address)
-    except ValueError as exc:
-        raise _err(str(exc)) from None
-    path = args.model or default_model_path()
-    if path is None:
-        raise _err("no --model given and this installation ships no trained policy")
-    try:
-        policy = load_policy(path)
-    except PolicyModelError as exc:
-        raise _err(str(exc)) from None
+    path, policy = _pool_and_model(args)
     course = DEFAULT_COURSE_M if args.course is None else args.course
     try:
         calibration, rows = measure_speed_calibration(policy, episodes=args.episodes, course_m=course,

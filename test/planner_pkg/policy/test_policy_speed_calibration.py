@@ -154,3 +154,21 @@ def test_the_shipped_model_is_calibrated_and_cruises_at_the_commanded_speed_in_o
     assert on.success_rate == off.success_rate == 1.0
     assert cruise_on == pytest.approx(5.0, rel=0.04), cruise_on
     assert cruise_off < cruise_on
+
+
+def test_policy_calibrate_command_writes_the_table_and_eval_reports_it(zero_head_model, tmp_path, capsys):
+    from planner_pkg.cli import main
+
+    out = tmp_path / "cal.agm"
+    assert main(["policy", "calibrate", "--model", str(zero_head_model), "--out", str(out), "--episodes", "1",
+                 "--course", "30"]) == 0
+    text = capsys.readouterr().out
+    assert "cruise / command" in text and f"wrote {out}" in text
+    cal = load_policy(out).speed_calibration
+    assert cal is not None and cal.network_mps == tuple(np.linspace(*CFG.env.speed_mps, 9))
+    assert main(["policy", "eval", "--model", str(out), "--episodes", "1", "--speed", "3"]) == 0
+    assert f"3 -> {cal.network_speed(3.0):.2f}" in capsys.readouterr().out
+    assert main(["policy", "eval", "--model", str(out), "--episodes", "1", "--speed", "3", "--no-calibration"]) == 0
+    assert "off (--no-calibration)" in capsys.readouterr().out
+    # a missing model is a usage error (exit 2), before anything flies
+    assert main(["policy", "calibrate", "--model", str(tmp_path / "none.agm"), "--out", str(out)]) == 2

@@ -73,8 +73,8 @@ def test_one_metre_step():
     assert np.abs(pos[:, 1]).max() < 1e-9  # a pure x step stays in its plane
 
 
-def test_two_metre_per_second_circle():
-    r, v = 2.0, 2.0
+def _circle_errors(laps, controller=None, r=2.0, v=2.0):
+    """(t, position error, steady mask after the first lap) flying a circle of radius r at v m/s."""
     w = v / r
 
     def ref(t):
@@ -82,10 +82,13 @@ def test_two_metre_per_second_circle():
         return Setpoint([r * c, r * s, 1.0], [-v * s, v * c, 0.0], [-v * w * c, -v * w * s, 0.0], yaw=0.0)
 
     start = VehicleState(0.0, [r, 0.0, 1.0], [0.0, v, 0.0], [0, 0, 0, 1], [0, 0, 0])
-    t, pos, _, _ = fly(ref, 3 * 2 * math.pi / w, start)
+    t, pos, _, _ = fly(ref, laps * 2 * math.pi / w, start, controller=controller)
     refp = np.stack([r * np.cos(w * t), r * np.sin(w * t), np.ones_like(t)], axis=1)
-    err = np.linalg.norm(pos - refp, axis=1)
-    steady = t > 2 * math.pi / w
+    return t, np.linalg.norm(pos - refp, axis=1), t > 2 * math.pi / w
+
+
+def test_two_metre_per_second_circle():
+    _, err, steady = _circle_errors(3)
     assert err[steady].max() < 0.025
     assert err.max() < 0.045
 
@@ -95,19 +98,9 @@ def test_the_drag_feed_forward_removes_the_circles_drag_lag():
     drag * v / k_x more; both bounds are the measured errors +25 %."""
     from dataclasses import replace
 
-    r, v = 2.0, 2.0
-    w = v / r
-
-    def ref(t):
-        c, s = math.cos(w * t), math.sin(w * t)
-        return Setpoint([r * c, r * s, 1.0], [-v * s, v * c, 0.0], [-v * w * c, -v * w * s, 0.0], yaw=0.0)
-
-    start = VehicleState(0.0, [r, 0.0, 1.0], [0.0, v, 0.0], [0, 0, 0, 1], [0, 0, 0])
     plain = SE3Controller(gains=replace(ControllerGains(), drag_feedforward=0.0))
-    t, pos, _, _ = fly(ref, 2 * 2 * math.pi / w, start, controller=plain)
-    refp = np.stack([r * np.cos(w * t), r * np.sin(w * t), np.ones_like(t)], axis=1)
-    steady = t > 2 * math.pi / w
-    lag = np.linalg.norm(pos - refp, axis=1)[steady]
+    _, err, steady = _circle_errors(2, plain)
+    lag = err[steady]
     assert 0.04 < lag.min() and lag.max() < 0.06
 
 
