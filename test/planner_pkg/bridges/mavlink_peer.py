@@ -376,24 +376,31 @@ class SimulatedAutopilot:
             return main << 16 | sub << 24
         return _AP_MODES[self.mode]
 
-    def _heartbeat(self) -> None:
-        with self.lock:
-            base = 1 | (128 if self.armed else 0)  # CUSTOM_MODE_ENABLED | SAFETY_ARMED
-            custom = self._custom_mode()
-            status = 4 if self.armed else 3  # ACTIVE / STANDBY
+    def _heartbeat_fields(self) -> Tuple[int, int, int]:
+        """(base mode, custom mode, system status) of the state now; call with the lock held."""
+        base = 1 | (128 if self.armed else 0)  # CUSTOM_MODE_ENABLED | SAFETY_ARMED
+        return base, self._custom_mode(), 4 if self.armed else 3  # ACTIVE / STANDBY
+
+    def _heartbeat(self, fields: Optional[Tuple[int, int, int]] = None) -> None:
+        if fields is None:
+            with self.lock:
+                fields = self._heartbeat_fields()
         autopilot = 12 if self.flavour == PX4 else 3
-        self.send(self.mav.heartbeat_encode(2, autopilot, base, custom, status, 3))
+        self.send(self.mav.heartbeat_encode(2, autopilot, *fields, 3))
 
     def _telemetry(self, now: float) -> None:
         boot_ms = int(self.boot_time_s() * 1000)
+        # one snapshot for the heartbeat and the state sent after it: a landing's "disarmed" must not
+        # go out ahead of the position it landed at (the flight tests read both at the disarm)
         with self.lock:
             pos, vel, yaw, armed = list(self.position), list(self.velocity), self.yaw, self.armed
-        if self._heartbeat_due:
-            self._heartbeat_due = False
-            self._heartbeat()
+            beat = self._heartbeat_fields()
+            due, self._heartbeat_due = self._heartbeat_due, False
+        if due:
+            self._heartbeat(beat)
         if now >= self._next_1hz:  # heartbeat first, as an FCU introduces itself before its telemetry
             self._next_1hz = now + 1.0
-            self._heartbeat()
+            self._heartbeat(beat)
             self.send(self.mav.sys_status_encode(0, 0, 0, 0, 16000, 250, 75, 0, 0, 0, 0, 0, 0))
             self.send(self.mav.extended_sys_state_encode(0, 2 if armed and pos[2] < -0.05 else 1))
             self.send(self.mav.home_position_encode(473977420, 85455940, int(self.home_amsl_m * 1000), 0, 0, 0,
