@@ -390,14 +390,18 @@ class SimulatedAutopilot:
 
     def _telemetry(self, now: float) -> None:
         boot_ms = int(self.boot_time_s() * 1000)
-        # one snapshot for the heartbeat and the state sent after it: a landing's "disarmed" must not
-        # go out ahead of the position it landed at (the flight tests read both at the disarm)
+        # one snapshot for the heartbeat and the state, and a heartbeat due to a change (a landing's
+        # disarm) goes out after that state: "disarmed" must not reach the bridge ahead of the
+        # position it landed at (the flight tests read both at the disarm)
         with self.lock:
             pos, vel, yaw, armed = list(self.position), list(self.velocity), self.yaw, self.armed
             beat = self._heartbeat_fields()
             due, self._heartbeat_due = self._heartbeat_due, False
+        self._send_state(now, boot_ms, pos, vel, yaw, armed, beat)
         if due:
             self._heartbeat(beat)
+
+    def _send_state(self, now: float, boot_ms: int, pos, vel, yaw: float, armed: bool, beat) -> None:
         if now >= self._next_1hz:  # heartbeat first, as an FCU introduces itself before its telemetry
             self._next_1hz = now + 1.0
             self._heartbeat(beat)
