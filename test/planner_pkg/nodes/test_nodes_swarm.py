@@ -343,6 +343,18 @@ def _bringup(argv, log_path):
     return proc
 
 
+def _run_to_end(argv, log_path) -> str:
+    """One bringup run to its end (exit 0 asserted, leftovers killed); its log text."""
+    proc = _bringup(argv, log_path)
+    try:
+        code = proc.wait(timeout=900)
+    finally:
+        kill_leftovers(proc, log_path)
+    text = log_path.read_text()
+    assert code == 0, text[-4000:]
+    return text
+
+
 def _points(path, pts):
     path.write_text(json.dumps(pts))
     return str(path)
@@ -399,15 +411,9 @@ def test_four_drones_cross_over_dds_in_lockstep_without_collisions(tmp_path):
     (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
     world = load_world(tmp_path / "w.yaml")
     summary_path, log_dir, log = tmp_path / "swarm.json", tmp_path / "flights", tmp_path / "bringup.log"
-    proc = _bringup(["--world", str(tmp_path / "w.yaml"), "--drones", "4", "--real-time-factor", "0",
-                     "--starts", _points(tmp_path / "s.json", STARTS), "--goals", _points(tmp_path / "g.json", GOALS),
-                     "--timeout", "40", "--summary", str(summary_path), "--log-dir", str(log_dir)], log)
-    try:
-        code = proc.wait(timeout=900)
-    finally:
-        kill_leftovers(proc, log)
-    text = log.read_text()
-    assert code == 0, text[-4000:]
+    _run_to_end(["--world", str(tmp_path / "w.yaml"), "--drones", "4", "--real-time-factor", "0",
+                 "--starts", _points(tmp_path / "s.json", STARTS), "--goals", _points(tmp_path / "g.json", GOALS),
+                 "--timeout", "40", "--summary", str(summary_path), "--log-dir", str(log_dir)], log)
     summary = json.loads(summary_path.read_text())
     assert summary["n_drones"] == 4 and summary["success"] and summary["all_reached"], summary
     assert not summary["any_collision"]
@@ -531,19 +537,14 @@ def test_a_swarm_run_is_recorded_to_one_mcap_with_every_drones_topics(tmp_path):
 
     (tmp_path / "w.yaml").write_text(SPARSE_WORLD)
     rec, log, log_dir = tmp_path / "swarm.mcap", tmp_path / "bringup.log", tmp_path / "flights"
-    proc = _bringup(["--world", str(tmp_path / "w.yaml"), "--drones", "2", "--real-time-factor", "0",
-                     "--starts", _points(tmp_path / "s.json", [[-3.0, 0.0, 1.0], [3.0, 0.0, 1.0]]),
-                     "--goals", _points(tmp_path / "g.json", [[3.0, 0.0, 1.0], [-3.0, 0.0, 1.0]]),
-                     "--timeout", "30", "--summary", str(tmp_path / "s.json.out"), "--log-dir", str(log_dir),
-                     "--record", str(rec)], log)
-    try:
-        code = proc.wait(timeout=900)
-    finally:
-        kill_leftovers(proc, log)
-    text = log.read_text()
-    assert code == 0, text[-4000:]
+    summary = tmp_path / "swarm.json"
+    text = _run_to_end(["--world", str(tmp_path / "w.yaml"), "--drones", "2", "--real-time-factor", "0",
+                        "--starts", _points(tmp_path / "s.json", [[-3.0, 0.0, 1.0], [3.0, 0.0, 1.0]]),
+                        "--goals", _points(tmp_path / "g.json", [[3.0, 0.0, 1.0], [-3.0, 0.0, 1.0]]),
+                        "--timeout", "30", "--summary", str(summary), "--log-dir", str(log_dir),
+                        "--record", str(rec)], log)
     assert "recorder" in {n for n, _ in started_pids(text)}
-    assert json.loads((tmp_path / "s.json.out").read_text())["success"]
+    assert json.loads(summary.read_text())["success"]
     messages = {}
     with open(rec, "rb") as fh:
         reader = make_reader(fh, decoder_factories=[DecoderFactory()])
