@@ -13,7 +13,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from planner_pkg.policy.evaluate import evaluate_speeds
-from planner_pkg.policy.export import POLICY_METADATA_KEY, PolicyModelError, load_policy_bytes
+from planner_pkg.policy.export import POLICY_METADATA_KEY, PolicyModelError, file_metadata, load_policy_bytes
 from planner_pkg.policy.speed_calibration import CALIBRATION_KEY, SpeedCalibration, SpeedCalibrationError
 
 __all__ = ["measure_speed_calibration", "write_speed_calibration", "DEFAULT_COURSE_M", "DEFAULT_POINTS"]
@@ -76,8 +76,7 @@ def write_speed_calibration(model: Union[str, Path], calibration: Optional[Speed
         raise PolicyModelError(f"cannot read policy model {where!r}: {exc}") from None
     load_policy_bytes(data, where)  # a policy model, consistent with its config
     _, tensors = _format.loads(data)  # (checked above)
-    n = int.from_bytes(data[:8], "little")
-    metadata = dict(json.loads(data[8:8 + n].decode("utf-8"))["__metadata__"])
+    metadata = dict(file_metadata(data, where))
     meta = json.loads(metadata[POLICY_METADATA_KEY])
     meta.pop(CALIBRATION_KEY, None)
     if calibration is not None:

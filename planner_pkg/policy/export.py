@@ -28,7 +28,7 @@ from planner_pkg.policy.config import ConfigError, PolicyConfig, STATE_DIM, conf
 from planner_pkg.policy.speed_calibration import (CALIBRATION_KEY, SpeedCalibration, SpeedCalibrationError,
                                                   parse_speed_calibration)
 
-__all__ = ["default_model_path", "POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy", "load_policy_bytes",
+__all__ = ["default_model_path", "POLICY_METADATA_KEY", "POLICY_FORMAT_VERSION", "PolicyModelError", "LoadedPolicy", "export_policy", "load_policy_bytes", "file_metadata",
            "load_policy", "policy_graph", "load_weights_from_model"]
 
 logger = logging.getLogger(__name__)
@@ -92,17 +92,29 @@ class LoadedPolicy:
         return self.config.observation.image_hw
 
 
-def _policy_metadata(data: bytes, where: str) -> dict:
+def file_metadata(data: bytes, where: str) -> dict:
+    """The ``__metadata__`` strings of a model file's safetensors header (PolicyModelError when the
+    bytes are not such a file)."""
     if len(data) < 8:
         raise PolicyModelError(f"{where}: not a policy model file (only {len(data)} bytes)")
     n = int.from_bytes(data[:8], "little")
     if n > _MAX_HEADER_BYTES or 8 + n > len(data):
         raise PolicyModelError(f"{where}: not a policy model file (bad header length {n})")
     try:
-        header = json.loads(data[8:8 + n].decode("utf-8"))
-        text = header["__metadata__"][POLICY_METADATA_KEY]
-        meta = json.loads(text)
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+        metadata = json.loads(data[8:8 + n].decode("utf-8")).get("__metadata__")
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        metadata = None
+    if not isinstance(metadata, dict):
+        raise PolicyModelError(f"{where}: not a policy model (no '{POLICY_METADATA_KEY}' metadata); export one with "
+                               "'python -m planner_pkg policy train' or planner_pkg.policy.export.export_policy")
+    return metadata
+
+
+def _policy_metadata(data: bytes, where: str) -> dict:
+    metadata = file_metadata(data, where)
+    try:
+        meta = json.loads(metadata[POLICY_METADATA_KEY])
+    except (ValueError, KeyError, TypeError):
         raise PolicyModelError(
             f"{where}: not a policy model (no '{POLICY_METADATA_KEY}' metadata); export one with "
             "'python -m planner_pkg policy train' or planner_pkg.policy.export.export_policy") from None
