@@ -38,6 +38,9 @@ __all__ = ["CHECKPOINT_FORMAT", "HISTORY_COLUMNS", "CheckpointError", "save_chec
 CHECKPOINT_FORMAT = "planner_pkg.policy.checkpoint/1"
 HISTORY_COLUMNS = ("iteration", "wall_s", "iter_s", "lr", "total", *LOSS_TERMS, "success_rate", "collision_rate",
                    "mean_speed_mps", "grad_norm", "eval_success_rate")
+# loss terms added after the format: a checkpoint written before lacks their columns (read as NaN)
+_LATER_LOSS_COLUMNS = ("ray_clearance",)
+_REQUIRED_COLUMNS = tuple(c for c in HISTORY_COLUMNS if c not in _LATER_LOSS_COLUMNS)
 _KEYS = ("iteration", "config", "model", "optimizer", "scheduler", "history_columns", "history")
 
 
@@ -113,8 +116,8 @@ def load_checkpoint(path: Union[str, Path]) -> dict:
             raise bad(f"'{key}' must be a state_dict mapping, got {type(ckpt[key]).__name__}")
     cols, hist = ckpt["history_columns"], ckpt["history"]
     if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols) or len(set(cols)) != len(cols) \
-            or not set(HISTORY_COLUMNS) <= set(cols):
-        raise bad(f"'history_columns' must list the distinct column names {list(HISTORY_COLUMNS)}")
+            or not set(_REQUIRED_COLUMNS) <= set(cols):
+        raise bad(f"'history_columns' must list the distinct column names {list(_REQUIRED_COLUMNS)}")
     if not isinstance(hist, ag.Tensor) or hist.dim() != 2 or tuple(hist.shape) != (it, len(cols)) \
             or hist.dtype != ag.float64:
         shape = list(hist.shape) if isinstance(hist, ag.Tensor) else type(hist).__name__

@@ -198,6 +198,9 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     avoidance: max(closing speed, 1 m/s) x squared hinge of the clearance below
         ``avoidance_range_m`` (paper: 1.5-3.0).
     collision: softplus(-collision_sharpness_per_m * clearance) (paper: 2.0-7.5, sharpness 32).
+    ray_clearance: squared hinge of the clearance below ``ray_clearance_range_m`` at probe points
+        ``ray_clearance_probes_m`` ahead along the horizontal flight direction (speed-invariant:
+        it asks for a turn, never for braking). 0 (default) = off: older configs train as before.
     acceleration, jerk: mean squared command and per-step command change.
     altitude: squared excursion outside ``altitude_band_m``.
     margin_m: range of the per-episode safety margin (also a network input); the clearance is
@@ -225,6 +228,7 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     velocity_estimate: float = _non_negative(2.0)
     avoidance: float = _non_negative(2.0)
     collision: float = _non_negative(4.0)
+    ray_clearance: float = _non_negative(0.0)
     acceleration: float = _non_negative(0.01)
     jerk: float = _non_negative(0.001)
     altitude: float = _non_negative(1.0)
@@ -232,6 +236,8 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     velocity_beta_mps: float = _positive(1.0)
     avoidance_range_m: float = _positive(1.0)
     collision_sharpness_per_m: float = _positive(32.0)
+    ray_clearance_range_m: float = _positive(0.5)
+    ray_clearance_probes_m: Tuple[float, float] = _pair((1.5, 3.0), 0.0, low_open=True)
     altitude_band_m: Tuple[float, float] = _pair((0.5, 4.0))
     margin_m: Tuple[float, float] = _pair((0.1, 0.3), 0.0)
     avoidance_closing_gradient: bool = True

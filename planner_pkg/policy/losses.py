@@ -15,6 +15,13 @@ with :class:`~planner_pkg.policy.config.LossConfig`. Shapes: positions/velocitie
   ``constant_weight`` the weight ``max(c, 1)`` is not differentiated (Zhang et al.'s code): the
   gradient then only asks for more clearance, not for a lower closing speed.
 * collision: ``softplus(-sharpness * clearance)``: a smooth barrier, ~0 beyond a few cm.
+* ray_clearance: squared hinge ``relu(range - clearance)^2`` of the clearance at probe points
+  ahead of the vehicle along its horizontal flight direction (fixed distances, not times). The
+  probes move with the direction only (the position is not differentiated here), so the term's
+  gradient asks the vehicle to *turn* away from what lies ahead and never to slow down: braking for a trunk
+  leaves it as large as before, a swerve removes it. The clearance hinge alone points back
+  along the path for an obstacle dead ahead (its gradient has no lateral part there), which
+  trains braking rather than swerving (docs/policy.md).
 * acceleration, jerk: squared command norm, squared per-step change of the command.
 * altitude: squared excursion outside the altitude band (stay above the ground, below the sky).
 """
@@ -30,10 +37,11 @@ import autograd_core.nn.functional as F
 from planner_pkg.policy.config import LossConfig
 
 __all__ = ["moving_average", "velocity_loss", "velocity_estimate_loss", "avoidance_loss", "collision_loss",
-           "acceleration_loss", "jerk_loss", "altitude_loss", "total_loss", "LOSS_TERMS"]
+           "ray_probes", "ray_clearance_loss", "acceleration_loss", "jerk_loss", "altitude_loss", "total_loss", "LOSS_TERMS"]
 
 #: Names of the loss terms, as in LossConfig and the training CSV.
-LOSS_TERMS = ("velocity", "velocity_estimate", "avoidance", "collision", "acceleration", "jerk", "altitude")
+LOSS_TERMS = ("velocity", "velocity_estimate", "avoidance", "collision", "ray_clearance", "acceleration", "jerk",
+              "altitude")
 
 
 def moving_average(x, window: int):
@@ -72,6 +80,32 @@ def avoidance_loss(clearance, dt, range_m: float, constant_weight: bool = False)
 def collision_loss(clearance, sharpness: float):
     """clearance (T, B) Tensor, m."""
     return F.softplus(clearance * (-sharpness)).mean()
+
+
+def ray_probes(position, velocity, distances_m, min_speed_mps: float = 0.5):
+    """Probe points (K, B, 3) Tensor ahead of ``position`` (B, 3) along the horizontal direction of
+    ``velocity`` (B, 3) Tensors, at each of ``distances_m`` (K,) metres, and their (B,) weights:
+    ``min(|v_xy| / min_speed_mps, 1)``, not differentiated (the direction of a vehicle at rest means
+    nothing). Only the direction is differentiated (the probes turn with the velocity): the speed
+    cancels out of it, and the position is taken as given, since moving it back along the path (by
+    flying slower earlier) would otherwise also pay."""
+    vxy = velocity[:, 0:2]
+    speed2 = (vxy * vxy).sum(dim=1, keepdim=True)
+    direction = vxy / ag.sqrt(speed2 + 1e-6)
+    zeros = ag.zeros((position.shape[0], 1), dtype=position.dtype)
+    heading = ag.cat([direction, zeros], dim=1)
+    base = position.detach()
+    probes = ag.stack([base + heading * float(d) for d in distances_m])
+    speed = np.sqrt(speed2.detach().numpy()[:, 0])
+    weights = np.minimum(speed / float(min_speed_mps), 1.0)
+    return probes, weights
+
+
+def ray_clearance_loss(clearance, weights, range_m: float):
+    """clearance (T, K, B) Tensor at the probes, m; weights (T, B) array (see :func:`ray_probes`)."""
+    hinge = F.relu(range_m - clearance) ** 2
+    w = ag.tensor(np.asarray(weights)[:, None, :], dtype=clearance.dtype)
+    return (hinge * w).mean()
 
 
 def acceleration_loss(command):

@@ -127,6 +127,8 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     # (LossConfig.acceleration_beyond_drag; 0 = the whole command is charged)
     drag_ff = cfg.network.velocity_prior_drag_per_s if cfg.loss.acceleration_beyond_drag else 0.0
     v_before = []
+    ray_on = cfg.loss.ray_clearance > 0  # probes ahead along the flight direction (losses.ray_probes)
+    ray_clear, ray_weights = [], []
     targets, truths, dts = [], [], []
     raw_dist = np.empty((steps, b))
     goal_dist = np.empty((steps, b))
@@ -151,6 +153,12 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         velocities.append(sim.velocity)
         dist = world_distance(sim.position, ep.worlds, ep.agent_world)
         clearances.append(dist - radius - margin)
+        if ray_on:
+            probes, weights = L.ray_probes(sim.position, sim.velocity, cfg.loss.ray_clearance_probes_m)
+            k = probes.shape[0]
+            probe_dist = world_distance(probes.reshape(k * b, 3), ep.worlds, np.tile(ep.agent_world, k))
+            ray_clear.append(probe_dist.reshape(k, b) - radius - margin)
+            ray_weights.append(weights)
         raw_dist[t] = dist.detach().numpy()
         dt = sim.last_dt[:, 0]
         dts.append(dt)
@@ -175,6 +183,8 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         "avoidance": L.avoidance_loss(clear, np.stack(dts), lc.avoidance_range_m,
                                       constant_weight=not lc.avoidance_closing_gradient),
         "collision": L.collision_loss(clear, lc.collision_sharpness_per_m),
+        **({"ray_clearance": L.ray_clearance_loss(ag.stack(ray_clear), np.stack(ray_weights),
+                                                  lc.ray_clearance_range_m)} if ray_on else {}),
         "acceleration": L.acceleration_loss(charged),
         "jerk": L.jerk_loss(cmd),
         "altitude": L.altitude_loss(pos, lc.altitude_band_m),

@@ -94,8 +94,8 @@ def _write_png(path: Path, history: List[Dict[str, float]]) -> bool:
     it = np.array([r["iteration"] for r in history])
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for name in ("total", *LOSS_TERMS):
-        vals = np.array([r[name] for r in history])
-        if np.all(vals > 0):
+        vals = np.array([r.get(name, math.nan) for r in history])
+        if np.all(vals > 0):  # False for a term that is off (NaN) or zero somewhere
             ax1.plot(it, vals, label=name, lw=1.5 if name == "total" else 0.8)
     ax1.set_yscale("log")
     ax1.set_xlabel("iteration")

@@ -253,3 +253,25 @@ def test_policy_model_with_nan_weights_is_refused(tmp_path):
         load_policy(path)
     r = _cli("policy", "eval", "--model", path, "--episodes", "1", "--vehicle", "point_mass", cwd=tmp_path)
     _assert_exit_2(r, str(path), "non-finite")
+
+
+def test_checkpoint_from_before_the_ray_clearance_term_resumes(smoke_run, tmp_path):
+    """A checkpoint written before ``loss.ray_clearance`` existed has no column for it (and its
+    config no such key: the default, off, applies): it still resumes, and the CSV keeps the column,
+    empty, as the term is off."""
+    def drop_column(ckpt):
+        cols = list(ckpt["history_columns"])
+        k = cols.index("ray_clearance")
+        table = ckpt["history"].numpy()
+        ckpt["history_columns"] = cols[:k] + cols[k + 1:]
+        ckpt["history"] = ag.tensor(np.delete(table, k, axis=1))
+        for key in ("ray_clearance", "ray_clearance_range_m", "ray_clearance_probes_m"):
+            ckpt["config"]["loss"].pop(key)
+
+    path = _variant(smoke_run, tmp_path, drop_column, "old.ckpt")
+    r = train(smoke_run[0], tmp_path / "m.agm", resume=path, progress=False, log=_quiet)
+    assert r.iteration == 3 and r.iterations_run == 2
+    rows = [row.split(",") for row in (tmp_path / "m.csv").read_text().splitlines()]
+    k = rows[0].index("ray_clearance")
+    assert len(rows) == 4 and [row[k] for row in rows[1:]] == ["", "", ""]
+    assert all(row[rows[0].index("velocity")] != "" for row in rows[1:])

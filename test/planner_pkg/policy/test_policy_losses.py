@@ -10,7 +10,7 @@ from autograd_core.gradcheck import gradcheck
 from planner_pkg.policy import losses as L
 from planner_pkg.policy.config import LossConfig
 from planner_pkg.policy.distance import world_distance
-from planner_pkg.world import Box, Sphere, World
+from planner_pkg.world import Box, Cylinder, Sphere, World
 
 
 def _t(a, grad=False):
@@ -149,3 +149,56 @@ def test_avoidance_constant_weight_drops_only_the_closing_speed_gradient():
     assert not np.allclose(both[False][1], fd, atol=1e-3)
     assert both[True][1][0].tolist() == [0.0, 0.0]  # step 0 enters only through the weight
     assert np.abs(both[False][1][0]).max() > 0
+
+
+def test_ray_probes_lie_ahead_along_the_horizontal_direction():
+    p = _t([[0.0, 0.0, 1.0], [1.0, 2.0, 1.5], [0.0, 0.0, 1.0]])
+    v = _t([[3.0, 4.0, 2.0], [0.0, -0.2, 0.0], [0.0, 0.0, -1.0]])
+    probes, weights = L.ray_probes(p, v, (1.0, 2.5))
+    got = probes.detach().numpy()
+    np.testing.assert_allclose(got[:, 0], [[0.6, 0.8, 1.0], [1.5, 2.0, 1.0]], atol=1e-6)  # climb ignored
+    np.testing.assert_allclose(got[:, 1], [[1.0, 2.0 - 1.0 * 0.2 / math.sqrt(0.04 + 1e-6), 1.5],
+                                           [1.0, 2.0 - 2.5 * 0.2 / math.sqrt(0.04 + 1e-6), 1.5]], atol=1e-9)
+    np.testing.assert_allclose(got[:, 2], [[0.0, 0.0, 1.0]] * 2, atol=1e-9)  # no horizontal motion: at p
+    np.testing.assert_allclose(weights, [1.0, 0.4, 0.0])
+
+
+def _ray_value(p, v, world, probes_m=(1.5, 3.0), range_m=0.5):
+    probes, w = L.ray_probes(p, v, probes_m)
+    k, b = probes.shape[0], p.shape[0]
+    d = world_distance(probes.reshape(k * b, 3), [world], np.zeros(k * b, dtype=int)).reshape(k, b)
+    return L.ray_clearance_loss(d[None], w[None], range_m)
+
+
+def test_ray_clearance_asks_for_a_turn_and_never_for_less_speed():
+    """A trunk 2 m ahead, 0.3 m left of the path: the term's gradient on the velocity is
+    perpendicular to it (a faster or slower flight on the same heading costs the same), points
+    right (away from the trunk), matches central differences, and the position gets none."""
+    world = World((-10, -10, 0), (10, 10, 5), [Cylinder((2.0, 0.3), 0.4, 5.0)], ground=False)
+    v0 = np.array([[4.0, 0.0, 0.0]])
+    p = _t([[0.0, 0.0, 1.0]], grad=True)
+    v = _t(v0, grad=True)
+    value = _ray_value(p, v, world)
+    assert value.item() > 0
+    value.backward()
+    g = v.grad.numpy()[0]
+    assert p.grad is None or np.abs(p.grad.numpy()).max() == 0.0
+    assert abs(g[0]) < 1e-6 * np.abs(g).max() and g[2] == 0.0  # no along-track (speed) part (up to the 1e-6 m^2/s^2 regulariser)
+    assert g[1] > 0  # descending the loss (-g) turns the flight right, away from the trunk at +y
+    for speed in (2.0, 8.0):
+        assert _ray_value(p, _t(v0 * speed / 4.0), world).item() == pytest.approx(value.item(), rel=1e-5)
+    fd = np.zeros(3)
+    for i in range(3):
+        e = np.zeros((1, 3))
+        e[0, i] = 1e-6
+        fd[i] = (_ray_value(p, _t(v0 + e), world).item() - _ray_value(p, _t(v0 - e), world).item()) / 2e-6
+    np.testing.assert_allclose(g, fd, atol=1e-7)
+    # a heading that already clears the trunk costs nothing
+    assert _ray_value(p, _t([[4.0, -2.0, 0.0]]), world).item() == 0.0
+
+
+def test_ray_clearance_weight_zero_leaves_the_loss_as_before():
+    assert LossConfig().ray_clearance == 0.0
+    terms = {"velocity": _t(1.0), "ray_clearance": _t(5.0)}
+    assert L.total_loss(terms, LossConfig(velocity=1.0)).item() == pytest.approx(1.0)
+    assert L.total_loss(terms, LossConfig(velocity=1.0, ray_clearance=0.5)).item() == pytest.approx(3.5)

@@ -149,3 +149,31 @@ def test_cli_train_eval_and_fly(tmp_path):
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = _cli("policy", "eval", "--model", world, "--episodes", "1", cwd=tmp_path)
     assert r.returncode == 2 and "not a policy model" in r.stderr
+
+
+def test_rollout_ray_clearance_term_is_the_hinge_at_probes_ahead():
+    """With ``loss.ray_clearance`` on, the rollout carries the term and its gradient reaches the
+    network; the other terms are the same as with it off (where the term is absent). The term's
+    value and gradient are checked against hand geometry in test_policy_losses."""
+    from planner_pkg.policy.env import sample_episode
+    from planner_pkg.policy.network import PolicyNet
+    from planner_pkg.policy.rollout import run_rollout
+
+    base = load_config(SMOKE).replace(train={"steps": 12}, env={"speed_mps": [4.0, 4.0]})
+    cfg = base.replace(loss={"ray_clearance": 1.0, "ray_clearance_range_m": 3.0})
+    ag.manual_seed(0)
+    net = PolicyNet(cfg.network, cfg.observation)
+    results = {}
+    for name, c in (("off", base), ("on", cfg)):
+        rng = np.random.default_rng(3)
+        episode = sample_episode(c, 4, rng)
+        results[name] = (episode, run_rollout(net, episode, c, rng, c.train.steps))
+    off, on = results["off"][1], results["on"][1]
+    assert "ray_clearance" not in off.terms
+    for name in off.terms:
+        assert on.terms[name].item() == pytest.approx(off.terms[name].item(), rel=1e-12)
+    assert on.terms["ray_clearance"].item() > 0  # 3 m of range: the ground 1-2.5 m below the probes
+    assert on.total.item() == pytest.approx(off.total.item() + on.terms["ray_clearance"].item(), rel=1e-9)
+    net.zero_grad()
+    on.terms["ray_clearance"].backward()
+    assert sum(float(np.abs(p.grad.numpy()).sum()) for p in net.parameters() if p.grad is not None) > 0
