@@ -145,9 +145,8 @@ def run_forest_episode(cases, item):
     world = generate_world("forest", seed, density=c["density"], start=START, goal=GOAL)
     planner = TimedPlanner(make_planner(c["name"], c["max_vel"], c["max_acc"], c["time_scale"], c["model"], seed,
                                         c.get("overrides")))
-    gains = ControllerGains()
-    if c.get("drag_feedforward") is not None:
-        gains = gains.with_overrides({"drag_feedforward": c["drag_feedforward"]})
+    gains = ControllerGains().with_overrides({key: c[key] for key in ("drag_feedforward", "jerk_feedforward")
+                                              if c.get(key) is not None})
     res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed), gains=gains)
     stats = getattr(planner.planner, "stats", None)
     return {"summary": res.summary, "update_ms": planner.update_ms, "commanded": planner.commanded_peak[0],
@@ -255,6 +254,9 @@ def main(argv=None) -> int:
     ap.add_argument("--drag-feedforward", type=float, default=None, metavar="F",
                     help="the simulated controller's ControllerGains.drag_feedforward for every flight (default: "
                          "its default, 1; 0 = Lee's law without the rotor-drag feed-forward)")
+    ap.add_argument("--jerk-feedforward", type=float, default=None, metavar="F",
+                    help="the simulated controller's ControllerGains.jerk_feedforward for every flight (default: "
+                         "its default, 1; 0 = no body-rate feed-forward of the reference's jerk)")
     ap.add_argument("--workers", type=int, default=1,
                     help="spread the episodes over N workers (Ray actors when N > 1 and ray is installed; default 1)")
     ap.add_argument("--ray-address", default="local", help="local (default), auto or ray://host:port")
@@ -272,11 +274,12 @@ def main(argv=None) -> int:
             EgoConfig().with_overrides(overrides)
     except ValueError as exc:
         ap.error(str(exc))
-    if args.drag_feedforward is not None:
-        try:
-            ControllerGains().with_overrides({"drag_feedforward": args.drag_feedforward})
-        except ValueError as exc:
-            ap.error(str(exc))
+    gain_overrides = {key: value for key, value in (("drag_feedforward", args.drag_feedforward),
+                                                    ("jerk_feedforward", args.jerk_feedforward)) if value is not None}
+    try:
+        ControllerGains().with_overrides(gain_overrides)
+    except ValueError as exc:
+        ap.error(str(exc))
     if not (args.time_scale >= 1.0 and args.time_scale < float("inf")):
         ap.error("--time-scale must be a finite number >= 1")
     seeds = range(args.first_seed, args.first_seed + args.episodes)
@@ -291,7 +294,8 @@ def main(argv=None) -> int:
             cases += [{"label": label, "name": name, "max_vel": v,
                        "max_acc": args.max_acc if args.max_acc is not None else default_max_acc(v),
                        "density": args.density, "time_scale": args.time_scale, "model": args.model,
-                       "overrides": overrides, "drag_feedforward": args.drag_feedforward}
+                       "overrides": overrides, "drag_feedforward": args.drag_feedforward,
+                       "jerk_feedforward": args.jerk_feedforward}
                       for label, overrides in rows]
     wall0 = time.perf_counter()
     results = run_cases(cases, seeds, args.verbose, args.workers, args.ray_address)

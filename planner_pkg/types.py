@@ -204,6 +204,9 @@ class Setpoint:
         acceleration: (3,) m/s^2, world ENU, *excluding* gravity (0 = hover), or all NaN.
         yaw: rad, heading of body x; NaN = keep the current heading (or integrate ``yaw_rate``).
         yaw_rate: rad/s about world z; NaN = 0 feed-forward.
+        jerk: (3,) m/s^3, world ENU, or all NaN: the derivative of ``acceleration``, a feed-forward
+            only (PX4's ``TrajectorySetpoint.jerk``): the attitude controller turns it into the
+            body rates that tilt the thrust as fast as the reference acceleration changes.
 
     What the controller does with the given fields (see ``mode``):
         * position given: position control; velocity/acceleration, if given, are feed-forward;
@@ -221,9 +224,10 @@ class Setpoint:
     acceleration: np.ndarray = field(default_factory=_nan3)
     yaw: float = math.nan
     yaw_rate: float = math.nan
+    jerk: np.ndarray = field(default_factory=_nan3)
 
     def __post_init__(self):
-        for name in ("position", "velocity", "acceleration"):
+        for name in ("position", "velocity", "acceleration", "jerk"):
             object.__setattr__(self, name, _setpoint_vector(name, getattr(self, name)))
         for name in ("yaw", "yaw_rate"):
             object.__setattr__(self, name, _setpoint_scalar(name, getattr(self, name)))
@@ -256,6 +260,10 @@ class Setpoint:
     @property
     def has_acceleration(self) -> bool:
         return not math.isnan(self.acceleration[0])
+
+    @property
+    def has_jerk(self) -> bool:
+        return not math.isnan(self.jerk[0])
 
     @property
     def has_yaw(self) -> bool:

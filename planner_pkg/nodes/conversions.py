@@ -324,7 +324,9 @@ def _fill_point(pt: MultiDOFJointTrajectoryPoint, pos, vel, acc, yaw: float, yaw
 
 
 def setpoint_to_msg(setpoint: Setpoint, stamp_s: float, frame_id: str = MAP_FRAME) -> MultiDOFJointTrajectory:
-    """Setpoint -> one-point MultiDOFJointTrajectory (unused fields NaN; yaw as a quaternion)."""
+    """Setpoint -> one-point MultiDOFJointTrajectory (unused fields NaN; yaw as a quaternion). The
+    message has no field for the jerk; the simulator estimates it from successive setpoints
+    (:mod:`planner_pkg.sim.embedded`)."""
     msg = MultiDOFJointTrajectory()
     msg.header.stamp = seconds_to_stamp(stamp_s)
     msg.header.frame_id = frame_id

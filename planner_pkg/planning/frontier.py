@@ -69,6 +69,7 @@ _SCHEMA = Schema(sep=" ")
 _SPEED_TOL = 1e-9  # m/s: the plan's speed may touch the cap
 _REST_MPS = 1e-3  # m/s: a plan ending slower than this ends at rest (the goal)
 _BISECTIONS = 14  # the latency speed to v_top / 16000
+_JERK_STEP_S = 0.005  # central-difference step of the braking's jerk (StopLimitedTrajectory.sample), s
 
 
 @dataclass(frozen=True)
@@ -477,12 +478,22 @@ class StopLimitedTrajectory:
         return self.heading.at(float(t) - self.t_start)
 
     def sample(self, t: float) -> Setpoint:
-        """Reference at absolute time ``t`` s (TrajectoryLike)."""
+        """Reference at absolute time ``t`` s (TrajectoryLike), with its jerk: up to ``t_warp`` the
+        base's; on the re-timed braking the central difference of this trajectory's acceleration
+        over +-``_JERK_STEP_S`` (the braking's own; a step of the acceleration, as at the braking
+        onset, reads as a short burst instead of an impulse); zero once stopped."""
         if not math.isfinite(t):
             raise ValueError(f"cannot sample a trajectory at t = {t!r}")
         p, v, a = self.state(t)
         yaw, rate = self.yaw_at(t)
-        return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate)
+        if t <= self.t_warp:
+            jerk = self.base.jerk(t)
+        elif t >= self.t_end:
+            jerk = np.zeros(3)
+        else:
+            h = _JERK_STEP_S
+            jerk = (self.state(t + h)[2] - self.state(max(t - h, self.t_warp))[2]) / (t + h - max(t - h, self.t_warp))
+        return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate, jerk=jerk)
 
     # -- safety ----------------------------------------------------------------------------------
     def collision_time(self, grid_map, t_now: float, horizon_s: float, step_m: float) -> Optional[float]:

@@ -4,7 +4,8 @@ Plain Python + NumPy (no rclpy): the planner node turns any ``TrajectoryLike`` i
 :func:`sample_trajectory`; the trajectory server rebuilds a ``TrajectoryLike`` from them with
 :class:`SampledTrajectory`. Position is interpolated with cubic Hermite segments (position and
 velocity at both ends), so a B-spline sampled every 50 ms is reproduced to well under a
-millimetre at flight speeds; acceleration and yaw are interpolated linearly (yaw on the circle).
+millimetre at flight speeds; acceleration and yaw are interpolated linearly (yaw on the circle),
+and the jerk is the slope of that acceleration.
 """
 from __future__ import annotations
 
@@ -123,7 +124,16 @@ class SampledTrajectory:
             return self.final_setpoint()
         p, v, a = self.state(t)
         yaw, rate = self.yaw_at(t)
-        return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate)
+        return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate, jerk=self.jerk(t))
+
+    def jerk(self, t: float) -> np.ndarray:
+        """(3,) jerk, m/s^3, at absolute time ``t``: the slope of the linearly interpolated
+        acceleration (zero before the first sample and from the last one on, where it is held)."""
+        ts = self.t
+        if t <= ts[0] or t >= ts[-1]:
+            return np.zeros(3)
+        i = int(np.searchsorted(ts, t, side="right")) - 1
+        return (self.acceleration[i + 1] - self.acceleration[i]) / (ts[i + 1] - ts[i])
 
 
 def trajectory_span(trajectory, t_now: float, horizon_s: float):

@@ -144,17 +144,26 @@ class BsplineTrajectory:
         a = (2.0 * c2 + 6.0 * s * c3) / (self.dt * self.dt)
         return p, v, a
 
+    def jerk(self, t: float) -> np.ndarray:
+        """(3,) jerk, m/s^3, at absolute time ``t``: constant over each knot interval (a cubic's
+        third derivative); zero before the start and after the end (a held state)."""
+        tau = float(t) - self.t_start
+        if tau < 0.0 or tau > self.duration:
+            return np.zeros(3)
+        k = min(int(tau / self.dt), self._coef.shape[0] - 1)
+        return self._coef[k][3] * (6.0 / (self.dt * self.dt * self.dt))
+
     def yaw_at(self, t: float):
         """(yaw rad in (-pi, pi], yaw rate rad/s) at absolute time ``t``."""
         return self.heading.at(float(t) - self.t_start)
 
     def sample(self, t: float) -> Setpoint:
-        """Reference at absolute time ``t`` s (TrajectoryLike)."""
+        """Reference at absolute time ``t`` s (TrajectoryLike), with the jerk as feed-forward."""
         if not math.isfinite(t):
             raise ValueError(f"cannot sample a trajectory at t = {t!r}")
         p, v, a = self.state(t)
         yaw, rate = self.yaw_at(t)
-        return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate)
+        return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate, jerk=self.jerk(t))
 
 
 class BrakingTrajectory:
@@ -189,7 +198,8 @@ class BrakingTrajectory:
         return self.p0 + s * self.direction, v * self.direction, a * self.direction
 
     def sample(self, t: float) -> Setpoint:
+        """Reference at absolute time ``t`` s; its jerk is zero (constant deceleration, then rest)."""
         if not math.isfinite(t):
             raise ValueError(f"cannot sample a trajectory at t = {t!r}")
         p, v, a = self.state(t)
-        return Setpoint(p, v, a, yaw=self.yaw)
+        return Setpoint(p, v, a, yaw=self.yaw, jerk=np.zeros(3))

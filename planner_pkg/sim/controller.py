@@ -11,7 +11,8 @@ Two layers, so the point-mass and the rigid-body models share the translational 
   (large jumps of the reference then do not command violent accelerations). With a reference
   velocity ``v_d`` the airframe's rotor drag at it, ``R diag(d) R^T v_d``, is fed forward
   (``ControllerGains.drag_feedforward``); an acceleration-only setpoint is a thrust command.
-* :class:`SE3Controller` (rigid body) adds Lee's attitude law on SO(3) and the mixer;
+* :class:`SE3Controller` (rigid body) adds Lee's attitude law on SO(3) and the mixer, with the
+  setpoint's jerk fed forward as body rates (``ControllerGains.jerk_feedforward``);
   :class:`PointMassController` hands the acceleration to the point-mass model.
 """
 from __future__ import annotations
@@ -48,6 +49,7 @@ class TranslationalController:
         self._drag = gains.drag_feedforward * np.asarray(drag_per_s, dtype=np.float64)
         self._has_drag = bool(np.any(self._drag > 0.0))
         self._body_drag = bool(drag_in_body_frame)
+        self.saturated = False  # did the last limit() change the acceleration (tilt, thrust, norm)?
 
     def drag_compensation(self, state: VehicleState, velocity) -> np.ndarray:
         """(3,) m/s^2 that cancels the airframe's linear drag at ``velocity`` (world frame):
@@ -120,14 +122,19 @@ class TranslationalController:
         """
         a = np.array(accel, dtype=np.float64)
         k = self.gains
-        a[2] = min(max(a[2], -0.8 * self.g), k.max_accel_mps2)
+        z = min(max(a[2], -0.8 * self.g), k.max_accel_mps2)
+        saturated = z != a[2]
+        a[2] = z
         h = math.hypot(a[0], a[1])
         h_max = self._tan_tilt * (a[2] + self.g)
         if h > h_max:
             a[:2] *= h_max / h
+            saturated = True
         n = math.sqrt(float(a @ a))
         if n > k.max_accel_mps2:
             a *= k.max_accel_mps2 / n
+            saturated = True
+        self.saturated = saturated
         return a
 
 
@@ -149,7 +156,8 @@ class SE3Controller:
     ``last_output``. Attitude law (body frame):
         e_R = 1/2 vee(R_d^T R - R^T R_d),  e_W = W - R^T R_d W_d
         M = -k_R e_R - k_W e_W + W x J W - J (hat(W) R^T R_d W_d)   (W_d' taken as 0)
-    with ``W_d`` the heading-rate feed-forward.
+    with ``W_d`` the heading rate plus, when the setpoint gives a jerk, the rate at which the
+    reference tilts the thrust axis (see :meth:`attitude_control`).
     """
 
     def __init__(self, params: QuadrotorParams = QuadrotorParams(), gains: ControllerGains = ControllerGains()):
@@ -161,6 +169,7 @@ class SE3Controller:
         self._J = np.array(params.inertia_kgm2, dtype=np.float64)
         self._kR = self._J * np.array([gains.attitude_gain_per_s2] * 2 + [gains.yaw_attitude_gain_per_s2])
         self._kW = self._J * np.array([gains.rate_gain_per_s] * 2 + [gains.yaw_rate_gain_per_s])
+        self._jerk_ff = float(gains.jerk_feedforward)
         self.last_output: ControlOutput | None = None
 
     def reset(self, state: VehicleState) -> None:
@@ -170,7 +179,11 @@ class SE3Controller:
     def update(self, state: VehicleState, setpoint: Setpoint, dt: float) -> np.ndarray:
         """Rotor speed commands (4,) rad/s tracking ``setpoint``. ValueError if it is empty."""
         accel, yaw, yaw_rate = self.translational.acceleration(state, setpoint, dt)
-        return self._from_acceleration(state, accel, yaw, yaw_rate)
+        # a clamped acceleration (tilt, thrust or norm limit) does not move with the reference's
+        # jerk: feeding it forward then turns the thrust past the limit the attitude loop holds
+        jerk = (setpoint.jerk if setpoint.has_jerk and self._jerk_ff > 0.0 and not self.translational.saturated
+                else None)
+        return self._from_acceleration(state, accel, yaw, yaw_rate, jerk)
 
     def velocity_command(self, state: VehicleState, velocity, yaw: float = math.nan) -> np.ndarray:
         """Explicit velocity mode: rotor speeds (4,) driving the velocity to ``velocity`` m/s."""
@@ -182,8 +195,13 @@ class SE3Controller:
         accel, yaw_ref = self.translational.acceleration_command(accel, yaw)
         return self._from_acceleration(state, accel, yaw_ref, 0.0)
 
-    def attitude_control(self, state: VehicleState, accel, yaw: float, yaw_rate: float = 0.0):
-        """Collective thrust (N) and body torques (3,) N m for a desired acceleration and heading."""
+    def attitude_control(self, state: VehicleState, accel, yaw: float, yaw_rate: float = 0.0, jerk=None):
+        """Collective thrust (N) and body torques (3,) N m for a desired acceleration and heading.
+
+        jerk: (3,) m/s^3 or None: the rate of change of ``accel``, fed forward (x the gains'
+        ``jerk_feedforward``) as the body rate that turns the thrust axis ``b3 = f / |f|`` at the
+        rate the reference turns it: ``W_d = b3 x d(b3)/dt`` with ``d(b3)/dt = (I - b3 b3^T) j / |f|``
+        per unit mass (Mellinger & Kumar 2011), besides the heading rate."""
         force = self._m * (np.asarray(accel, dtype=np.float64) + self.params.gravity_mps2 * _E3)
         R = state.rotation
         thrust = float(force @ R[:, 2])
@@ -195,13 +213,18 @@ class SE3Controller:
         e_R = 0.5 * np.array([E[2, 1] - E[1, 2], E[0, 2] - E[2, 0], E[1, 0] - E[0, 1]])
         w = state.angular_velocity
         w_d = yaw_rate * R[2, :]  # R^T R_d W_d with W_d = R_d^T (0, 0, yaw_rate): world z in body
+        if jerk is not None:
+            # the thrust axis turns at b3 x d(b3)/dt = b3 x (m j / |f|) (world frame: b3 x b3 = 0
+            # drops the projection), in body coordinates via R^T (taking R_d ~ R, as for the heading)
+            j = (self._jerk_ff * self._m / math.sqrt(float(force @ force))) * np.asarray(jerk, dtype=np.float64)
+            w_d = w_d + R.T @ cross3(b3, j)
         e_W = w - w_d
         Jw = self._J * w
         torque = -self._kR * e_R - self._kW * e_W + cross3(w, Jw) - self._J * cross3(w, w_d)
         return max(thrust, 0.0), torque
 
-    def _from_acceleration(self, state, accel, yaw, yaw_rate) -> np.ndarray:
-        thrust, torque = self.attitude_control(state, accel, yaw, yaw_rate)
+    def _from_acceleration(self, state, accel, yaw, yaw_rate, jerk=None) -> np.ndarray:
+        thrust, torque = self.attitude_control(state, accel, yaw, yaw_rate, jerk)
         speeds = self.mixer.rotor_speeds(thrust, torque)
         self.last_output = ControlOutput(speeds, thrust, torque, accel, yaw)
         return speeds

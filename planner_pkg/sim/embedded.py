@@ -12,6 +12,13 @@ follows it forward in time with its own feed-forward (first-order hold: ``p + v 
 tracking matches the closed-loop runner's (which samples the trajectory at every control step)
 whether setpoints come every 10 ms or every 20 ms; 0 = hold each setpoint as it is.
 
+The jerk feed-forward (``ControllerGains.jerk_feedforward``) needs the reference's jerk. A setpoint
+that gives none but an acceleration (a ROS ``MultiDOFJointTrajectory`` point has no field for it)
+gets the backward difference of the accelerations of the last two setpoints over their stamps,
+when they are at most ``JERK_ESTIMATE_MAX_GAP_S`` apart and the vehicle was tracking the older one
+(not a hold of its own), its norm capped at ``JERK_ESTIMATE_MAX_MPS3`` (a jump of the reference,
+e.g. an emergency stop, is then a bounded kick rather than an impulse).
+
 Body-rate input (:meth:`EmbeddedSim.set_body_rate_command`, rigid-body quadrotor only): a
 :class:`~planner_pkg.sim.rate_control.BodyRateCommand` (mass-normalised collective thrust and
 body FLU rates) goes to the onboard rate loop (:class:`~planner_pkg.sim.rate_control.BodyRateController`)
@@ -37,6 +44,11 @@ from planner_pkg.sim.params import CameraParams
 from planner_pkg.sim.rate_control import RATE_COMMAND_TIMEOUT_S, BodyRateCommand, BodyRateController
 from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
+
+#: setpoints further apart than this (s) give no jerk estimate (see the module docstring)
+JERK_ESTIMATE_MAX_GAP_S = 0.1
+#: cap of an estimated jerk's norm, m/s^3: twice an 8 m/s^2 change of the reference within 0.1 s
+JERK_ESTIMATE_MAX_MPS3 = 160.0
 
 __all__ = ["EmbeddedSim", "SimOutputs"]
 
@@ -126,11 +138,21 @@ class EmbeddedSim:
         the sim time it describes (default: now)."""
         if setpoint.is_empty:
             raise ValueError("empty setpoint: no position, velocity or acceleration given")
-        self.reference = setpoint
-        self.reference_time = self.t
+        previous, previous_stamp, was_holding = self.reference, self._reference_stamp, self.holding
         # a stamp from another clock (0, wall time, far behind) says nothing: then it is now
         usable = stamp is not None and math.isfinite(stamp) and self.t - self.setpoint_extrapolation_s <= stamp <= self.t
         self._reference_stamp = float(stamp) if usable else self.t
+        gap = self._reference_stamp - previous_stamp
+        if (not setpoint.has_jerk and setpoint.has_acceleration and previous.has_acceleration and not was_holding
+                and self.rate_command is None and 0.0 < gap <= JERK_ESTIMATE_MAX_GAP_S):
+            jerk = (setpoint.acceleration - previous.acceleration) / gap
+            norm = math.sqrt(float(jerk @ jerk))
+            if norm > JERK_ESTIMATE_MAX_MPS3:
+                jerk *= JERK_ESTIMATE_MAX_MPS3 / norm
+            setpoint = Setpoint(setpoint.position, setpoint.velocity, setpoint.acceleration, yaw=setpoint.yaw,
+                                yaw_rate=setpoint.yaw_rate, jerk=jerk)
+        self.reference = setpoint
+        self.reference_time = self.t
         self.holding = False
         self.rate_command = None
 
@@ -157,7 +179,7 @@ class EmbeddedSim:
         if math.isfinite(yaw) and math.isfinite(sp.yaw_rate):
             yaw = math.remainder(yaw + sp.yaw_rate * dt, 2.0 * math.pi)
         return Setpoint(sp.position + sp.velocity * dt + 0.5 * a * dt * dt, sp.velocity + a * dt, sp.acceleration,
-                        yaw=yaw, yaw_rate=sp.yaw_rate)
+                        yaw=yaw, yaw_rate=sp.yaw_rate, jerk=sp.jerk)
 
     def hold(self) -> Setpoint:
         """Hold where the vehicle is now (latched) and return that setpoint."""

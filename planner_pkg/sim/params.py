@@ -123,7 +123,10 @@ class ControllerGains(Config):
     So when a setpoint gives a reference velocity, the airframe's linear drag model at that
     velocity is fed forward (``drag_feedforward`` x the drag coefficients, body frame, as
     Faessler et al. RA-L 2018 do). A pure acceleration setpoint is a thrust command and gets
-    none: the learned policy was trained with drag acting on its command. The measured errors
+    none: the learned policy was trained with drag acting on its command. A setpoint's jerk is
+    fed forward as body rates (``jerk_feedforward``): without it the attitude loop only starts
+    to tilt once the tilt is wrong, the vehicle's acceleration lags the reference's, and after a
+    hard acceleration it overshoots the reference speed while catching up. The measured errors
     are asserted in test/planner_pkg/sim/test_sim_controller.py.
     """
 
@@ -139,6 +142,10 @@ class ControllerGains(Config):
     # fraction of the airframe's linear rotor drag fed forward when tracking a reference velocity
     # (Faessler et al., RA-L 2018); 0 = Lee's law alone, which lags by drag * v / k_x at speed
     drag_feedforward: float = setting(1.0, range=(0.0, 2.0))
+    # fraction of a setpoint's jerk fed forward as the body rates that tilt the thrust along with
+    # the reference acceleration (Mellinger & Kumar ICRA 2011, Faessler et al. RA-L 2018); 0 = the
+    # attitude loop chases the tilt (and lags the reference acceleration by ~1 / attitude bandwidth)
+    jerk_feedforward: float = setting(1.0, range=(0.0, 2.0))
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,9 @@ class PositionTargetNed:
 def setpoint_to_target(sp: Setpoint) -> PositionTargetNed:
     """Convert an ENU setpoint to NED target fields with the matching ``type_mask``.
 
+    A setpoint's jerk is not sent: SET_POSITION_TARGET_LOCAL_NED has no field for it (the
+    autopilot's own position controller shapes its attitude).
+
     Raises ValueError for an empty setpoint (no position, velocity or acceleration): MAVLink has
     no meaning for "ignore everything", and PX4 would reject it while in OFFBOARD; and
     :class:`SetpointEncodingError` when a field is not a finite float32 (see the module doc).

@@ -198,6 +198,14 @@ def test_the_limited_trajectory_flies_the_planned_path_and_brakes_to_rest_before
     # the heading and the collision check follow the new timing
     assert math.isfinite(traj.yaw_at(traj.t_end)[0])
     assert traj.sample(traj.t_end).velocity.tolist() == [0.0, 0.0, 0.0]
+    # the jerk feed-forward: the plan's own before the braking; on the braking the derivative of
+    # its acceleration (central differences of the sampled acceleration, away from the onset)
+    for t in np.linspace(5.0, traj.t_warp, 7):
+        np.testing.assert_array_equal(traj.sample(t).jerk, base.sample(t).jerk)
+    for t in np.linspace(traj.t_warp + 0.05, traj.t_end - 0.05, 9):
+        fd = (traj.sample(t + 0.002).acceleration - traj.sample(t - 0.002).acceleration) / 0.004
+        np.testing.assert_allclose(traj.sample(t).jerk, fd, atol=0.05 * max(1.0, np.abs(fd).max()))
+    np.testing.assert_array_equal(traj.sample(traj.t_end + 0.1).jerk, np.zeros(3))
 
 
 @pytest.mark.parametrize("range_m", [1.5, 2.0])

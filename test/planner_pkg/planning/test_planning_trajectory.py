@@ -74,3 +74,32 @@ def test_braking_trajectory_stops_at_the_expected_distance():
 def test_bad_yaw_config(kwargs):
     with pytest.raises(ValueError, match=list(kwargs)[0]):
         YawConfig(**kwargs)
+
+
+def test_jerk_is_the_splines_third_derivative_and_zero_outside_its_time():
+    """Checked against central differences of the sampled acceleration inside each knot interval
+    (the jerk of a cubic is constant there)."""
+    sp = turning_spline()
+    traj = BsplineTrajectory(sp, t_start=10.0, start_yaw=0.0)
+    h = 1e-5
+    for k in range(sp.num_segments):
+        tau = (k + 0.5) * sp.dt
+        fd = (traj.sample(10.0 + tau + h).acceleration - traj.sample(10.0 + tau - h).acceleration) / (2 * h)
+        s = traj.sample(10.0 + tau)
+        assert s.has_jerk
+        np.testing.assert_allclose(s.jerk, fd, atol=1e-5 * max(1.0, np.abs(fd).max()))
+    assert np.abs(traj.sample(10.0 + 0.5 * sp.dt).jerk).max() > 0.1  # the turn has jerk to give
+    np.testing.assert_array_equal(traj.sample(5.0).jerk, np.zeros(3))
+    np.testing.assert_array_equal(traj.sample(10.0 + sp.duration + 1.0).jerk, np.zeros(3))
+
+
+def test_braking_jerk_is_zero_and_sampled_trajectory_jerk_is_its_acceleration_slope():
+    from planner_pkg.planning.sampled_trajectory import SampledTrajectory
+
+    brake = BrakingTrajectory([0.0, 0.0, 1.0], [3.0, 0.0, 0.0], t_start=1.0, decel_mps2=6.0)
+    np.testing.assert_array_equal(brake.sample(1.2).jerk, np.zeros(3))
+    st = SampledTrajectory([0.0, 0.1, 0.3], np.zeros((3, 3)), np.zeros((3, 3)),
+                           [[0.0, 0.0, 0.0], [1.0, -2.0, 0.0], [1.0, -2.0, 4.0]])
+    np.testing.assert_allclose(st.sample(0.05).jerk, [10.0, -20.0, 0.0])
+    np.testing.assert_allclose(st.sample(0.2).jerk, [0.0, 0.0, 20.0])
+    assert not st.sample(0.3).has_jerk  # the final hover: no feed-forward at all
