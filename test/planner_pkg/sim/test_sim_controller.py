@@ -246,3 +246,26 @@ def test_point_mass_controller_tracks_a_step():
     t, pos, _, _ = fly(lambda t: Setpoint.hold([1.0, 0.0, 1.0], yaw=0.0), 5.0, vehicle="point_mass")
     assert abs(pos[-1, 0] - 1.0) < 1e-3
     assert pos[:, 0].max() < 1.05
+
+
+def test_the_jerk_is_not_fed_forward_while_the_command_is_clamped():
+    """Beyond the tilt limit the command stays at the limit whatever the reference's jerk: turning
+    the thrust along with that jerk would tilt past the limit the attitude loop holds."""
+    st = VehicleState.at_rest([0.0, 0.0, 1.0])
+    jerk = [0.0, 30.0, 0.0]
+
+    def torques(accel):
+        out = []
+        for j in (None, jerk):
+            ctrl = SE3Controller()
+            ctrl.reset(st)
+            kw = {} if j is None else {"jerk": j}
+            ctrl.update(st, Setpoint(st.position, np.zeros(3), accel, yaw=0.0, **kw), 0.004)
+            out.append(ctrl.last_output.torque_nm.copy())
+        return out
+
+    free = torques([2.0, 0.0, 0.0])
+    assert not np.allclose(free[0], free[1])  # within the limits: the jerk adds a roll rate
+    assert abs(free[1][0] - free[0][0]) > 1e-4
+    clamped = torques([30.0, 0.0, 0.0])  # far beyond the 45 deg tilt
+    np.testing.assert_array_equal(clamped[0], clamped[1])
