@@ -491,8 +491,8 @@ class StopLimitedTrajectory:
         elif t >= self.t_end:
             jerk = np.zeros(3)
         else:
-            h = _JERK_STEP_S
-            jerk = (self.state(t + h)[2] - self.state(max(t - h, self.t_warp))[2]) / (t + h - max(t - h, self.t_warp))
+            t0, t1 = max(t - _JERK_STEP_S, self.t_warp), t + _JERK_STEP_S
+            jerk = (self.state(t1)[2] - self.state(t0)[2]) / (t1 - t0)
         return Setpoint(p, v, a, yaw=yaw, yaw_rate=rate, jerk=jerk)
 
     # -- safety ----------------------------------------------------------------------------------

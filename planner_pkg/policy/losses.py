@@ -18,8 +18,8 @@ with :class:`~planner_pkg.policy.config.LossConfig`. Shapes: positions/velocitie
 * ray_clearance: squared hinge ``relu(range - clearance)^2`` of the clearance at probe points
   ahead of the vehicle along its horizontal flight direction (fixed distances, not times). The
   probes move with the direction only (the position is not differentiated here), so the term's
-  gradient asks the vehicle to *turn* away from what lies ahead and never to slow down: braking for a trunk
-  leaves it as large as before, a swerve removes it. The clearance hinge alone points back
+  gradient asks the vehicle to *turn* away from what lies ahead and never to slow down: braking
+  for a trunk leaves it as large as before, a swerve removes it. The clearance hinge alone points back
   along the path for an obstacle dead ahead (its gradient has no lateral part there), which
   trains braking rather than swerving (docs/policy.md).
 * acceleration, jerk: squared command norm, squared per-step change of the command.
@@ -37,7 +37,8 @@ import autograd_core.nn.functional as F
 from planner_pkg.policy.config import LossConfig
 
 __all__ = ["moving_average", "velocity_loss", "velocity_estimate_loss", "avoidance_loss", "collision_loss",
-           "ray_probes", "ray_clearance_loss", "acceleration_loss", "jerk_loss", "altitude_loss", "total_loss", "LOSS_TERMS"]
+           "ray_probes", "ray_clearance_loss", "acceleration_loss", "jerk_loss", "altitude_loss", "total_loss",
+           "LOSS_TERMS"]
 
 #: Names of the loss terms, as in LossConfig and the training CSV.
 LOSS_TERMS = ("velocity", "velocity_estimate", "avoidance", "collision", "ray_clearance", "acceleration", "jerk",

@@ -183,7 +183,8 @@ def test_ray_clearance_asks_for_a_turn_and_never_for_less_speed():
     value.backward()
     g = v.grad.numpy()[0]
     assert p.grad is None or np.abs(p.grad.numpy()).max() == 0.0
-    assert abs(g[0]) < 1e-6 * np.abs(g).max() and g[2] == 0.0  # no along-track (speed) part (up to the 1e-6 m^2/s^2 regulariser)
+    # no along-track (speed) part, up to the 1e-6 m^2/s^2 regulariser of the direction
+    assert abs(g[0]) < 1e-6 * np.abs(g).max() and g[2] == 0.0
     assert g[1] > 0  # descending the loss (-g) turns the flight right, away from the trunk at +y
     for speed in (2.0, 8.0):
         assert _ray_value(p, _t(v0 * speed / 4.0), world).item() == pytest.approx(value.item(), rel=1e-5)
