@@ -61,6 +61,8 @@ from planner_pkg.world import generate_world  # noqa: E402
 START = (-20.0, 0.0, 1.0)
 GOAL = (20.0, 0.0, 1.0)
 STRAIGHT_M = 40.0
+# ControllerGains fields settable per run (--drag-feedforward, --jerk-feedforward); None = the default
+GAIN_OPTIONS = ("drag_feedforward", "jerk_feedforward")
 CLEARANCE_TARGET_M = 0.1  # issue 16: successful flights keep this much beyond the vehicle radius
 
 
@@ -145,8 +147,7 @@ def run_forest_episode(cases, item):
     world = generate_world("forest", seed, density=c["density"], start=START, goal=GOAL)
     planner = TimedPlanner(make_planner(c["name"], c["max_vel"], c["max_acc"], c["time_scale"], c["model"], seed,
                                         c.get("overrides")))
-    gains = ControllerGains().with_overrides({key: c[key] for key in ("drag_feedforward", "jerk_feedforward")
-                                              if c.get(key) is not None})
+    gains = ControllerGains().with_overrides({key: c[key] for key in GAIN_OPTIONS if c.get(key) is not None})
     res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed), gains=gains)
     stats = getattr(planner.planner, "stats", None)
     return {"summary": res.summary, "update_ms": planner.update_ms, "commanded": planner.commanded_peak[0],
@@ -274,10 +275,9 @@ def main(argv=None) -> int:
             EgoConfig().with_overrides(overrides)
     except ValueError as exc:
         ap.error(str(exc))
-    gain_overrides = {key: value for key, value in (("drag_feedforward", args.drag_feedforward),
-                                                    ("jerk_feedforward", args.jerk_feedforward)) if value is not None}
+    gains = {key: getattr(args, key) for key in GAIN_OPTIONS}
     try:
-        ControllerGains().with_overrides(gain_overrides)
+        ControllerGains().with_overrides({key: value for key, value in gains.items() if value is not None})
     except ValueError as exc:
         ap.error(str(exc))
     if not (args.time_scale >= 1.0 and args.time_scale < float("inf")):
@@ -294,8 +294,7 @@ def main(argv=None) -> int:
             cases += [{"label": label, "name": name, "max_vel": v,
                        "max_acc": args.max_acc if args.max_acc is not None else default_max_acc(v),
                        "density": args.density, "time_scale": args.time_scale, "model": args.model,
-                       "overrides": overrides, "drag_feedforward": args.drag_feedforward,
-                       "jerk_feedforward": args.jerk_feedforward}
+                       "overrides": overrides, **gains}
                       for label, overrides in rows]
     wall0 = time.perf_counter()
     results = run_cases(cases, seeds, args.verbose, args.workers, args.ray_address)

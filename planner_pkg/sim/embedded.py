@@ -33,7 +33,7 @@ the vehicle where it happened (``crashed``), as a crash would.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import List, Optional
 
 import numpy as np
@@ -149,8 +149,7 @@ class EmbeddedSim:
             norm = math.sqrt(float(jerk @ jerk))
             if norm > JERK_ESTIMATE_MAX_MPS3:
                 jerk *= JERK_ESTIMATE_MAX_MPS3 / norm
-            setpoint = Setpoint(setpoint.position, setpoint.velocity, setpoint.acceleration, yaw=setpoint.yaw,
-                                yaw_rate=setpoint.yaw_rate, jerk=jerk)
+            setpoint = replace(setpoint, jerk=jerk)
         self.reference = setpoint
         self.reference_time = self.t
         self.holding = False
