@@ -22,6 +22,8 @@ Printed per planner and max_vel:
 - replan p50 / p95: wall time of the ticks that actually planned (EGO only); cpu p50 / p95: their
   CPU time (the planning thread's ``time.thread_time``: on a loaded machine the wall time also
   counts the time other processes held the core);
+- it p95: the L-BFGS iterations of those plans (all initial guesses, both optimiser stages),
+  p95: the same compute counted independently of the machine and its load (EGO only);
 - map fuse p50: wall time to fuse one depth frame into the map (EGO only; runs in observe()).
 
 ``--workers N [--ray-address local|auto|ray://host:port]`` spreads the episodes over Ray actors
@@ -153,6 +155,7 @@ def run_forest_episode(cases, item):
     return {"summary": res.summary, "update_ms": planner.update_ms, "commanded": planner.commanded_peak[0],
             "replan_ms": list(stats.replan_ms) if stats is not None else [],
             "replan_cpu_ms": list(stats.replan_cpu_ms) if stats is not None else [],
+            "plan_iterations": list(stats.plan_iterations) if stats is not None else [],
             "fuse_ms": list(stats.fuse_ms) if stats is not None else []}
 
 
@@ -188,6 +191,7 @@ def summarize_case(case, outs):
     update_ms = [x for o in outs for x in o["update_ms"]]
     replan_ms = [x for o in outs for x in o["replan_ms"]]
     replan_cpu_ms = [x for o in outs for x in o["replan_cpu_ms"]]
+    plan_iterations = [x for o in outs for x in o["plan_iterations"]]
     fuse_ms = [x for o in outs for x in o["fuse_ms"]]
     commanded = [o["commanded"] for o in outs]
     name, max_vel, max_acc = case["name"], case["max_vel"], case["max_acc"]
@@ -218,6 +222,7 @@ def summarize_case(case, outs):
         "replan_p95": pct(replan_ms, 95),
         "cpu_p50": pct(replan_cpu_ms, 50),
         "cpu_p95": pct(replan_cpu_ms, 95),
+        "iterations_p95": pct(plan_iterations, 95),
         "fuse_p50": pct(fuse_ms, 50),
         "per_episode": [s.to_dict() for s in rows],
     }
@@ -301,7 +306,7 @@ def main(argv=None) -> int:
     width = max([8] + [len(r["planner"]) for r in results])
     head = (f"{'planner':{width}s} {'v_max':>5s} {'a_max':>5s} {'success':>8s} {'coll':>5s} {'tout':>5s} {'speed':>6s} {'%vmax':>6s} "
             f"{'len/L':>6s} {'clr_min':>8s} {'clr_med':>8s} {'<0.1':>5s} {'peak':>5s} {'cmd':>5s} {'upd p50':>8s} {'upd p95':>8s} {'rpl p50':>8s} "
-            f"{'rpl p95':>8s} {'cpu p50':>8s} {'cpu p95':>8s} {'fuse':>6s}")
+            f"{'rpl p95':>8s} {'cpu p50':>8s} {'cpu p95':>8s} {'it p95':>6s} {'fuse':>6s}")
     print()
     print(head)
     print("-" * len(head))
@@ -312,7 +317,8 @@ def main(argv=None) -> int:
               f"{r['speed']:6.2f} {100 * r['speed'] / r['max_vel']:5.0f}% {r['length_ratio']:6.3f} "
               f"{r['clear_min']:8.3f} {r['clear_med']:8.3f} {r['clear_low']:5d} {r['peak'] / r['max_vel']:5.2f} {cmd} "
               f"{r['update_p50']:8.2f} {r['update_p95']:8.2f} "
-              f"{r['replan_p50']:8.2f} {r['replan_p95']:8.2f} {r['cpu_p50']:8.2f} {r['cpu_p95']:8.2f} {r['fuse_p50']:6.2f}")
+              f"{r['replan_p50']:8.2f} {r['replan_p95']:8.2f} {r['cpu_p50']:8.2f} {r['cpu_p95']:8.2f} "
+              f"{r['iterations_p95']:6.0f} {r['fuse_p50']:6.2f}")
     print("(speed m/s and len/L on successful flights; clearance m, <0.1: successful flights with less than "
           f"{CLEARANCE_TARGET_M:g} m; peak, cmd: highest flown and commanded speed over "
           "all flights / max_vel; times ms; "

@@ -56,6 +56,14 @@ class EgoConfig(Config):
     retry_budget_s: after a failed plan, other initial guesses are tried in the same tick until
         this much wall time has been spent on it, s (a safety net: a routine replan tries two
         guesses, a plan from a hover or after failures all of them).
+    replan_iterations: L-BFGS iteration budget of one replan while flying, over all the initial
+        guesses it tries: the next guess starts only while some is left, and each of its two
+        optimiser stages (rebound, refit) gets what is left, so a replan spends at most twice
+        this. After failed plans it grows with the time scale (up to ``max_time_scale`` x) and
+        the next tick starts from the next guess; the vehicle flies on along its current
+        trajectory meanwhile. It bounds the replan time deterministically (one iteration costs
+        ~0.3 ms here). A plan from a hover (GEN_NEW_TRAJ) or from below
+        ``turn_first_speed_mps`` has each guess's own budgets instead.
     max_time_scale: the optimiser, A* and retry time budgets are multiplied by up to this much
         when planning from a hover (GEN_NEW_TRAJ) and after consecutive failed replans.
     turn_first_rad, turn_first_speed_mps, max_turn_s: a plan from (nearly) rest, below
@@ -103,6 +111,7 @@ class EgoConfig(Config):
     lag_replan_period_s: float = non_negative(0.2)
     max_consecutive_failures: int = setting(40, range=(1, math.inf))
     retry_budget_s: float = positive(0.05)
+    replan_iterations: int = setting(80, range=(1, math.inf))
     max_time_scale: float = positive(4.0)
     turn_first_rad: float = positive(0.8)
     turn_first_speed_mps: float = positive(0.5)

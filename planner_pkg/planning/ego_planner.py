@@ -64,6 +64,12 @@ class PlannerStats:
     # machine the wall time above also counts the time other processes held the core
     replan_cpu_ms: List[float] = field(default_factory=list)
     replan_ok: List[bool] = field(default_factory=list)
+    # the same plans' L-BFGS iterations (all guesses, both optimiser stages): their compute,
+    # independent of the machine and its load
+    plan_iterations: List[int] = field(default_factory=list)
+    # the same plans: made while flying (within EgoConfig.replan_iterations) rather than from a
+    # hover (GEN_NEW_TRAJ) or (nearly) at rest
+    plan_in_flight: List[bool] = field(default_factory=list)
     iterations: List[int] = field(default_factory=list)  # L-BFGS iterations of successful plans
     # L-BFGS iterations of every optimiser run (each initial guess tried, failed ones too)
     optimizer_iterations: List[int] = field(default_factory=list)
@@ -335,15 +341,25 @@ class EgoPlanner:
             # row on the reused trajectory while the A* guess was never run)
             k = self._failures % len(attempts)
             attempts = attempts[k:] + attempts[:k]
+        # while flying, one replan spends at most replan_iterations L-BFGS iterations over all its
+        # guesses (x the same scale after failures; the next tick starts from the next guess);
+        # from a hover or (nearly) at rest, each guess has its own budgets
+        flying = reuse and state.speed >= self.config.turn_first_speed_mps
+        budget = int(round(self.config.replan_iterations * scale)) if flying else None
+        used = 0
         out = None
         hits: Dict[str, int] = {}
         self._unobserved = None
         for k, kw in enumerate(attempts):
+            if k > 0 and budget is not None and used >= budget:
+                break
             if k > 0 and time.perf_counter() - t0 > self.config.retry_budget_s * scale:
                 hits["retry_time"] = 1  # guesses left untried for lack of wall time
                 break
             out = self.manager.plan(p, v, a, target, tvel, state.t, yaw, time_scale=scale,
-                                    previous_t=t_ref if "previous" in kw else None, **kw)
+                                    previous_t=t_ref if "previous" in kw else None,
+                                    max_iterations=None if budget is None else budget - used, **kw)
+            used += (out.optimize.iterations if out.optimize else 0) + (out.refine.iterations if out.refine else 0)
             for name, n in out.safety_net_hits().items():
                 hits[name] = hits.get(name, 0) + n
             if out.optimize is not None:
@@ -358,6 +374,8 @@ class EgoPlanner:
         self.stats.replan_ms.append(1e3 * out.time_s)
         self.stats.replan_cpu_ms.append(1e3 * (time.thread_time() - cpu0))
         self.stats.replan_ok.append(out.success)
+        self.stats.plan_iterations.append(used)
+        self.stats.plan_in_flight.append(flying)
         if out.frontier is not None and out.frontier.limited:
             self._stop_limited(state.t, out)
         if out.success:

@@ -92,14 +92,17 @@ class PlanManager:
 
     def plan(self, p0, v0, a0, target, target_vel, t_now: float, start_yaw: float,
              previous: Optional[BsplineTrajectory] = None, via=None, guided: bool = False,
-             time_scale: float = 1.0, previous_t: Optional[float] = None) -> PlanOutcome:
+             time_scale: float = 1.0, previous_t: Optional[float] = None,
+             max_iterations: Optional[int] = None) -> PlanOutcome:
         """A trajectory from the state (p0, v0, a0) at absolute time ``t_now`` to ``target``.
 
         The initial guess: with ``guided``, along an A* path from p0 to the target (string-pulled,
         see :func:`guided_spline`); otherwise ``previous`` and ``via`` shape it (see
         :func:`initial_spline`; ``previous`` is reused from its time ``previous_t``, where it is
         at p0: ``t_now`` when None). ``time_scale`` multiplies the optimiser's and A*'s time
-        budgets.
+        budgets; ``max_iterations`` caps the L-BFGS iterations of each optimiser stage (rebound,
+        refit) below its configured budget: a rebound that ends at the cap still gets its refit,
+        so an accepted plan keeps to the limits.
         """
         t0 = time.perf_counter()
         c = self.config
@@ -120,10 +123,10 @@ class PlanManager:
             return PlanOutcome(None, "already at the target: nothing to plan", time_s=time.perf_counter() - t0)
         # EGO-Swarm: the other drones' broadcasts at this plan's times (set for every plan)
         self.optimizer.swarm_plan = None if self.swarm is None else self.swarm.plan_maker(t_now, target)
-        opt = self.optimizer.optimize(guess, time_scale)
+        opt = self.optimizer.optimize(guess, time_scale, max_iterations)
         if not opt.success:
             return PlanOutcome(None, f"optimisation failed: {opt.message}", opt, time_s=time.perf_counter() - t0)
-        ref = self.optimizer.refine(opt.spline)
+        ref = self.optimizer.refine(opt.spline, max_iterations)
         spline = ref.spline if ref.success else opt.spline
         ratio = spline.feasibility_ratio(c.max_vel_mps, c.max_acc_mps2)
         # a start state already beyond the limits (tracking overshoot, a lowered limit) cannot be

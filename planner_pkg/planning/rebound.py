@@ -26,7 +26,7 @@ import enum
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from scipy.optimize import minimize
@@ -242,8 +242,10 @@ class ReboundOptimizer:
             problem.swarm = self.swarm_plan(problem.n, problem.dt, q)
 
     # -- L-BFGS on the free control points -------------------------------------------------------
-    def _minimize(self, q: np.ndarray, problem: CostProblem) -> Tuple[np.ndarray, int, int]:
-        """Minimise over Q_3 .. Q_{N-4}; returns (q, iterations, evaluations)."""
+    def _minimize(self, q: np.ndarray, problem: CostProblem,
+                  max_iterations: Optional[int] = None) -> Tuple[np.ndarray, int, int]:
+        """Minimise over Q_3 .. Q_{N-4} in at most ``max_iterations`` L-BFGS iterations (default
+        and upper bound: ``config.max_iterations``); returns (q, iterations, evaluations)."""
         n = q.shape[0]
         swarm = problem.swarm
         lo, hi = _FIXED, (n if swarm is not None and swarm.free_end else n - _FIXED)
@@ -257,9 +259,10 @@ class ReboundOptimizer:
             return f, g[lo:hi].ravel()
 
         c = self.config
+        maxiter = c.max_iterations if max_iterations is None else max(1, min(c.max_iterations, max_iterations))
         with single_threaded_blas():
             res = minimize(fun, work[lo:hi].ravel(), jac=True, method="L-BFGS-B",
-                           options={"maxcor": c.lbfgs_memory, "maxiter": c.max_iterations, "gtol": c.gtol,
+                           options={"maxcor": c.lbfgs_memory, "maxiter": maxiter, "gtol": c.gtol,
                                     "ftol": c.ftol})
         if np.isfinite(res.x).all():
             work[lo:hi] = res.x.reshape(-1, 3)
@@ -283,18 +286,27 @@ class ReboundOptimizer:
         return _FIXED - 1, last_point - 1
 
     # -- rebound ----------------------------------------------------------------------------------
-    def optimize(self, spline: UniformBSpline, time_scale: float = 1.0) -> ReboundResult:
+    def optimize(self, spline: UniformBSpline, time_scale: float = 1.0,
+                 max_iterations: Optional[int] = None) -> ReboundResult:
         """Collision-free, smooth, feasible version of ``spline`` (cubic, (N, 3)).
 
         time_scale: multiplies the budgets (``max_total_iterations``, ``max_time_s`` and A*'s
         expansions and time), e.g. when the vehicle hovers and can afford to think longer.
+        max_iterations: a smaller L-BFGS iteration budget for this call (None: the scaled
+        ``max_total_iterations``). The budget is hard: the last minimisation stops where it runs
+        out, and its curve is kept if it is collision free.
         """
         t0 = time.perf_counter()
         c = self.config
         if not (math.isfinite(time_scale) and time_scale > 0):
             raise ValueError(f"time_scale must be positive, got {time_scale!r}")
         max_time = c.max_time_s * time_scale
-        max_iterations = int(c.max_total_iterations * time_scale)
+        budget = int(c.max_total_iterations * time_scale)
+        if max_iterations is not None:
+            if max_iterations < 1:
+                raise ValueError(f"max_iterations must be at least 1, got {max_iterations!r}")
+            budget = min(budget, int(max_iterations))
+        max_iterations = max(1, budget)
         astar_cfg = c.astar if time_scale == 1.0 else replace(
             c.astar, max_time_s=c.astar.max_time_s * time_scale,
             max_expansions=int(c.astar.max_expansions * time_scale))
@@ -350,7 +362,7 @@ class ReboundOptimizer:
                                   max_jerk=self.max_jerk_mps3)
             self._set_obstacles(problem, q)
             self._set_swarm(problem, q)
-            q, nit, nfev = self._minimize(q, problem)
+            q, nit, nfev = self._minimize(q, problem, max_iterations - iterations)
             iterations += nit
             evaluations += nfev
             all_segments = collision_segments(self.map, q, first_edge, last_edge, step)
@@ -385,7 +397,7 @@ class ReboundOptimizer:
                              time.perf_counter() - t0, wall_limited, stats["astar_time_limits"])
 
     # -- time reallocation + anisotropic refit ------------------------------------------------------
-    def refine(self, spline: UniformBSpline) -> ReboundResult:
+    def refine(self, spline: UniformBSpline, max_iterations: Optional[int] = None) -> ReboundResult:
         """Respect the limits by re-timing the path, keeping the start state and the shape.
 
         If the feasibility ratio (see :meth:`UniformBSpline.feasibility_ratio`) exceeds
@@ -393,13 +405,18 @@ class ReboundOptimizer:
         :mod:`planner_pkg.planning.retiming`; EGO stretches time uniformly instead), then the
         control points are optimised for smoothness + feasibility + EGO's anisotropic fitness to
         the re-timed knot points. Returns the input unchanged when it is feasible; the refit is
-        accepted only if it is collision free over the checked part.
+        accepted only if it is collision free over the checked part. ``max_iterations`` caps the
+        refit's L-BFGS iterations below ``config.max_iterations``; at 0 a curve that needs a refit
+        is returned unrefined (status TIME_LIMIT).
         """
         t0 = time.perf_counter()
         c = self.config
         ratio = spline.feasibility_ratio(c.max_vel_mps, c.max_acc_mps2)
         if ratio <= 1.0 + c.feasibility_tolerance:
             return ReboundResult(OptimStatus.SUCCESS, spline, "feasible", time_s=time.perf_counter() - t0)
+        if max_iterations is not None and max_iterations < 1:
+            return ReboundResult(OptimStatus.TIME_LIMIT, spline, f"no L-BFGS iterations left for the refit (limits "
+                                 f"exceeded by x{ratio:.2f})", time_s=time.perf_counter() - t0)
         fitted, knots, tangents = retime(spline, c.max_vel_mps, c.max_acc_mps2, spline.dt, step_m=c.check_step_m)
         dt = fitted.dt
         problem = CostProblem(fitted.control_points.shape[0], dt, c.max_vel_mps, c.max_acc_mps2, c.weights,
@@ -408,7 +425,7 @@ class ReboundOptimizer:
         self._set_swarm(problem, fitted.control_points)
         # the fitness term replaces the collision term (no pairs): staying near the collision-free
         # shape keeps it free, which the check below confirms
-        q, nit, nfev = self._minimize(fitted.control_points, problem)
+        q, nit, nfev = self._minimize(fitted.control_points, problem, max_iterations)
         refined = UniformBSpline(q, dt)
         n = q.shape[0]
         check_t1 = dt * max(0, int(round((n - 1) * c.check_fraction)) - 1)

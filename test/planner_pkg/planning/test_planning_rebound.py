@@ -105,3 +105,34 @@ def test_too_short_and_boxed_in_give_results_not_exceptions():
 def test_bad_config_names_the_key(kwargs):
     with pytest.raises(ValueError, match=list(kwargs)[0]):
         OptimizerConfig(**kwargs)
+
+
+def test_an_iteration_budget_is_hard_and_its_result_still_judged():
+    # pushing a line out of the trunk takes more than a handful of iterations; a smaller budget
+    # ends the minimisation where it runs out (not at the next rebound), and the curve it left is
+    # accepted only if it is collision free
+    m = cylinder_map()
+    line = straight_line(y=0.05)
+    cfg = OptimizerConfig(max_vel_mps=2.0, check_fraction=1.0, max_time_s=10.0)
+    full = ReboundOptimizer(m, cfg).optimize(line)
+    assert full.success and full.iterations > 12
+    for budget in (1, 4, 12):
+        r = ReboundOptimizer(m, cfg).optimize(line, max_iterations=budget)
+        assert 1 <= r.iterations <= budget
+        assert r.status in (OptimStatus.SUCCESS, OptimStatus.TIME_LIMIT)
+        if r.success:
+            assert clearance_to_cylinder(r.spline) > 0
+        else:
+            assert f"{r.iterations} L-BFGS iterations" in r.message
+    with pytest.raises(ValueError, match="max_iterations"):
+        ReboundOptimizer(m, cfg).optimize(line, max_iterations=0)
+    # the refit of refine() too
+    k = 16
+    pts = np.stack([np.linspace(-3.0, 3.0, k), np.full(k, 2.5), np.ones(k)], axis=1)
+    v = np.array([1.5, 0.0, 0.0])
+    fast = fit_cubic(pts, 6.0 / (3.5 * (k - 1)), v, v, np.zeros(3), np.zeros(3))
+    opt = ReboundOptimizer(m, OptimizerConfig(max_vel_mps=2.0, max_acc_mps2=3.0))
+    assert opt.refine(fast).iterations > 1
+    assert opt.refine(fast, max_iterations=1).iterations == 1
+    none_left = opt.refine(fast, max_iterations=0)  # returned as is, and said so
+    assert none_left.status is OptimStatus.TIME_LIMIT and none_left.spline is fast and none_left.iterations == 0
