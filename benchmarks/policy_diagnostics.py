@@ -8,8 +8,8 @@
     open-space equilibrium (where its x-acceleration, on the empty-world image, equals the drag
     0.35 v) per commanded speed; the training config's target-speed distribution (an ideal
     tracker of the target over its episodes: share of steps in the approach, by speed); and the
-    ceiling of ``policy eval``'s mean speed on the 40 m forest course for the model's approach
-    profile (ideal tracker, 8 m/s^2).
+    ceiling of ``policy eval``'s mean speed on the forest (40 m) and cluttered (30 m) courses for
+    the model's approach profile (ideal tracker from rest, 8 m/s^2).
 
 (f) Braking diagnostics (issue 16; flights, ~1 s per episode): the policy in the full-quadrotor
     forest eval (first world 500) at 5, 7 and 10 m/s, instrumented at every policy step where the
@@ -28,6 +28,15 @@
     Run for open space (obstacle count x 0) and for the training density (x 1).
 
     python benchmarks/policy.py --loss-pull [--model FILE] [--config FILE]             # (g)
+
+(h) Time split (issue 16; flights, ~1 s per episode): the `policy eval` flights (first world 500,
+    full quadrotor, calibrated command) at 7 m/s in forest and cluttered worlds; over the
+    successful ones: the mean speed, the time spent in the first 5 m, the middle and the last 5 m
+    of the path, and the flights that slow below half the command in the middle for more than
+    0.3 s (a hard brake for an obstacle ahead) with the mean speed of the others. Compare with the
+    ceilings of (e): where the mean speed goes.
+
+    python benchmarks/policy.py --time-split [--model FILE] [--episodes N]             # (h)
 """
 import math
 import os
@@ -109,6 +118,17 @@ def _ideal_mean_speed(speed, gain, decel, length=40.0, accel=8.0, tol=0.5, dt=2e
     return length / t
 
 
+def _eval_courses():
+    """(world kind, start-goal distance m) of ``policy eval``'s courses (the generators' defaults)."""
+    from planner_pkg.world import GENERATOR_PARAMS
+
+    out = []
+    for kind in ("forest", "cluttered"):
+        d = GENERATOR_PARAMS[kind]()
+        out.append((kind, float(np.linalg.norm(np.subtract(d.goal, d.start)))))
+    return out
+
+
 def _target_distribution(cfg, episodes=4, batch=32):
     from planner_pkg.policy.env import sample_episode
     from planner_pkg.policy.observation import target_velocity
@@ -141,15 +161,19 @@ def bench_speed(model_path, cfg_path):
         print(f"  model prior: gain {net.velocity_prior_gain_per_s:g} 1/s, drag feed-forward "
               f"{net.velocity_prior_drag_per_s:g} 1/s; approach gain {env.approach_gain_per_s:g} 1/s, braking "
               f"{env.approach_decel_mps2:g} m/s^2")
-        print(f"  {'V m/s':>6} {'prior alone':>12} {'model cruise':>13} {'mean-speed ceiling':>19}")
+        courses = _eval_courses()
+        print(f"  {'V m/s':>6} {'prior alone':>12} {'model cruise':>13} "
+              + " ".join(f"{'ceiling ' + kind + f' {length:.0f} m':>22}" for kind, length in courses))
         for v in SPEEDS:
             prior = _prior_steady_speed(net, v, 0.35) if net.velocity_prior_gain_per_s > 0 else math.nan
             eq = _equilibrium(pol, v)
-            ceil = _ideal_mean_speed(v, env.approach_gain_per_s, env.approach_decel_mps2)
+            ceilings = [_ideal_mean_speed(v, env.approach_gain_per_s, env.approach_decel_mps2, length)
+                        for _, length in courses]
             print(f"  {v:6.1f} {prior:7.2f} ({prior / v:.2f}V) {eq:7.2f} ({eq / v:.2f}V) "
-                  f"{ceil:12.2f} ({ceil / v:.2f}V)")
+                  + " ".join(f"{c:15.2f} ({c / v:.2f}V)" for c in ceilings))
         print("  (prior alone: zero head, training dynamics, drag 0.35; model cruise: open-space equilibrium;\n"
-              "   ceiling: ideal tracker of the approach profile on the 40 m forest course, 8 m/s^2)")
+              "   ceiling: the mean speed of an ideal tracker of the approach profile, from rest, 8 m/s^2, on\n"
+              "   `policy eval`'s course of each world kind: what a flawless flight of that model would show)")
     cfg = load_config(cfg_path)
     speeds, approach = _target_distribution(cfg)
     edges = [0, 1, 3, 5, 7, 10, 1e9]
@@ -309,3 +333,56 @@ def bench_loss_pull(model_path, cfg_path, factors=(0.0, 1.0), batches=2, batch_s
         print(f"  obstacle count x {factor:g}: flown {flown:.2f} m/s for a mean command of {commanded:.2f} m/s")
         print("    " + "  ".join(f"{name} {np.mean(v):+.3f}" for name, v in pulls.items())
               + f"  | net {sum(np.mean(v) for v in pulls.values()):+.3f}")
+
+
+def bench_time_split(model_path, episodes, speeds=(7.0,), first_world=500, edge_m=5.0, slow_s=0.3):
+    """(h): where the mean speed of the eval flights goes (module docstring)."""
+    from planner_pkg.policy.env import eval_world_seed
+    from planner_pkg.policy.export import default_model_path, load_policy
+    from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
+    from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
+    from planner_pkg.world import GENERATOR_PARAMS, generate_world
+
+    path = model_path or default_model_path()
+    pol = load_policy(path)
+    print(f"\n(h) time split: {path}, {episodes} worlds per kind and speed (first {first_world}), quadrotor")
+    print(f"  {'world':>9} {'V':>4} {'ok':>5} {'mean':>5} {'first 5 m':>9} {'middle':>16} {'last 5 m':>8} "
+          f"{'slowed':>7} {'slow s':>6} {'mean of others':>14}")
+    for kind in ("forest", "cluttered"):
+        d = GENERATOR_PARAMS[kind]()
+        start, goal = np.array(d.start, float), np.array(d.goal, float)
+        heading = goal - start
+        for speed in speeds:
+            rows = []
+            for i in range(episodes):
+                seed = eval_world_seed(first_world + i)
+                planner = PolicyPlanner(pol, PolicyPlannerConfig(speed_mps=speed))
+                cfg = RunnerConfig(timeout_s=3.0 * float(np.linalg.norm(heading)) / speed + 10.0, seed=seed,
+                                   point_cloud=False)
+                ep = ClosedLoopRunner(generate_world(kind, seed), planner, cfg).run(
+                    start, goal, start_yaw=math.atan2(heading[1], heading[0]))
+                s = ep.summary
+                if not s.reached or s.collided:
+                    continue
+                log = ep.log.as_array()
+                v = np.linalg.norm(log[:, 4:7], axis=1)
+                travelled = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(log[:, 1:4], axis=0), axis=1))])
+                dt = np.diff(log[:, 0], append=log[-1, 0])
+                length = travelled[-1]
+                first, last = dt[travelled < edge_m].sum(), dt[travelled > length - edge_m].sum()
+                middle = s.time_s - first - last
+                mid = (travelled >= edge_m) & (travelled <= length - edge_m)
+                rows.append((s.mean_speed_mps, first, middle, (length - 2 * edge_m) / max(middle, 1e-9), last,
+                             dt[mid & (v < 0.5 * speed)].sum()))
+            if not rows:
+                print(f"  {kind:>9} {speed:4g}     0 successful flights")
+                continue
+            r = np.array(rows)
+            slowed = r[:, 5] > slow_s
+            others = f"{r[~slowed, 0].mean():14.2f}" if (~slowed).any() else f"{'-':>14}"
+            print(f"  {kind:>9} {speed:4g} {len(r):5d} {r[:, 0].mean():5.2f} {r[:, 1].mean():7.2f} s "
+                  f"{r[:, 2].mean():5.2f} s ({r[:, 3].mean():4.2f} m/s) {r[:, 4].mean():6.2f} s {slowed.sum():7d} "
+                  f"{r[slowed, 5].mean() if slowed.any() else 0.0:6.2f} {others}")
+    print(f"  (successful flights; middle: the path between its first and last {edge_m:g} m, with its mean speed; "
+          f"slowed: flights\n   below {0.5:g} x the command in the middle for more than {slow_s:g} s, slow s: "
+          "their mean time there)")
