@@ -89,9 +89,9 @@ class OptimizerConfig(Config):
     feasibility_tolerance: refine when a limit is exceeded by more than this fraction.
     max_accept_ratio: a plan whose feasibility ratio is still above this after refine is
         rejected (the controller could not follow it).
-    max_total_iterations: L-BFGS iteration budget of one optimize() call over all its rebounds,
-        checked between rebounds (deterministic, unlike a time limit: the same inputs give the
-        same plan on any machine).
+    max_total_iterations: L-BFGS iteration budget of one optimize() call over all its rebounds;
+        the last minimisation stops where it runs out (deterministic, unlike a time limit: the
+        same inputs give the same plan on any machine).
     max_time_s: wall-clock safety net of one optimize() call, checked between rebounds, s.
     warm_start: move each paired control point onto its guide-path point before optimising
         (a departure from EGO, which keeps the point where it is: pushing a point through an
@@ -306,7 +306,7 @@ class ReboundOptimizer:
             if max_iterations < 1:
                 raise ValueError(f"max_iterations must be at least 1, got {max_iterations!r}")
             budget = min(budget, int(max_iterations))
-        max_iterations = max(1, budget)
+        budget = max(1, budget)
         astar_cfg = c.astar if time_scale == 1.0 else replace(
             c.astar, max_time_s=c.astar.max_time_s * time_scale,
             max_expansions=int(c.astar.max_expansions * time_scale))
@@ -362,7 +362,7 @@ class ReboundOptimizer:
                                   max_jerk=self.max_jerk_mps3)
             self._set_obstacles(problem, q)
             self._set_swarm(problem, q)
-            q, nit, nfev = self._minimize(q, problem, max_iterations - iterations)
+            q, nit, nfev = self._minimize(q, problem, budget - iterations)
             iterations += nit
             evaluations += nfev
             all_segments = collision_segments(self.map, q, first_edge, last_edge, step)
@@ -372,10 +372,10 @@ class ReboundOptimizer:
             if not segments and hit_t is None:
                 status, message = OptimStatus.SUCCESS, "collision free"
                 break
-            if iterations >= max_iterations or time.perf_counter() - t0 > max_time:
+            if iterations >= budget or time.perf_counter() - t0 > max_time:
                 status = OptimStatus.TIME_LIMIT
-                wall_limited = iterations < max_iterations
-                spent = (f"{iterations} L-BFGS iterations" if iterations >= max_iterations
+                wall_limited = iterations < budget
+                spent = (f"{iterations} L-BFGS iterations" if iterations >= budget
                          else f"{max_time * 1e3:.0f} ms")
                 message = (f"budget spent ({spent}) after {rebounds} rebounds and {doublings} "
                            f"doublings, still in collision")

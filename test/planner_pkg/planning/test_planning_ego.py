@@ -89,9 +89,9 @@ def room_cloud(cx, cy=0.0, half=2.0, height=4.0, step=0.05):
 
 
 def assert_within_budgets(planner):
-    # every optimiser run stayed within its deterministic budget (L-BFGS iterations, checked
-    # between rebounds, x max_time_scale when hovering or after failures), and no wall-clock
-    # safety net decided anything
+    # every optimiser run stayed within its deterministic budget (L-BFGS iterations, a hard
+    # cap, x max_time_scale when hovering or after failures), and no wall-clock safety net
+    # decided anything
     o = planner.config.optimizer
     assert planner.stats.optimizer_iterations
     assert max(planner.stats.optimizer_iterations) <= o.max_total_iterations * planner.config.max_time_scale
