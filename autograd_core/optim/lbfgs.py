@@ -12,7 +12,7 @@ from ..grad_mode import enable_grad
 from ..tensor import Tensor, _wrap
 from .optimizer import Optimizer
 
-__all__ = ["LBFGS"]
+__all__ = ["LBFGS", "strong_wolfe"]
 
 
 def _cubic_min(x1, f1, g1, x2, f2, g2, bounds=None):
@@ -31,15 +31,21 @@ def _cubic_min(x1, f1, g1, x2, f2, g2, bounds=None):
     return (lo + hi) / 2.0
 
 
-def _strong_wolfe(evaluate, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25):
+def strong_wolfe(evaluate, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1e-9, max_ls=25, first=None):
     """Step length t along d satisfying the strong Wolfe conditions (bracketing, then zoom).
 
     evaluate(x, t, d) -> (loss, flat grad) at x + t d. Returns (f_new, g_new, t, evaluations).
+    first: (loss, flat grad) at x + t d when the caller has already evaluated it (not counted in
+    the returned evaluations).
     """
     d_norm = float(np.abs(d).max())
     g = g.copy()
-    f_new, g_new = evaluate(x, t, d)
-    evals = 1
+    if first is None:
+        f_new, g_new = evaluate(x, t, d)
+        evals = 1
+    else:
+        f_new, g_new = first
+        evals = 0
     gtd_new = float(g_new @ d)
     t_prev, f_prev, g_prev, gtd_prev = 0.0, f, g, gtd
     done = False
@@ -241,7 +247,7 @@ class LBFGS(Optimizer):
 
                 def evaluate(x, step, direction):
                     return self._directional_evaluate(closure, x, step, direction)
-                loss, flat_grad, t, ls_evals = _strong_wolfe(evaluate, x_init, t, d, loss, flat_grad, gtd)
+                loss, flat_grad, t, ls_evals = strong_wolfe(evaluate, x_init, t, d, loss, flat_grad, gtd)
                 self._add_grad(t, d)
                 opt_cond = np.abs(flat_grad).max() <= tol_grad
             else:

@@ -2,12 +2,12 @@
 
 ``optimize(spline)``: find colliding segments of the control polygon (first ``check_fraction`` of
 it, as EGO), attach {p, v} pairs from an A* guide path through each, minimise smoothness +
-collision + feasibility with L-BFGS (``scipy.optimize.minimize(jac=True)``; the cost and its
-gradient come from the fused NumPy kernel :func:`~planner_pkg.planning.costs.total_kernel`, called
-directly: its autograd_core wrapper, ``TotalCost``, added 100-250 us to a 50-450 us evaluation,
-~40 % of the optimiser's time; the tests check the kernel's gradient by finite differences and
-against that wrapper; a NumPy BFGS in place of scipy's L-BFGS-B was measured too and needed 50 %
-more evaluations for the same stopping rules, so scipy stays).
+collision + feasibility with L-BFGS (:func:`~planner_pkg.planning.lbfgs.minimize_lbfgs` on the
+fused cost of the free control points, :class:`~planner_pkg.planning.costs.FreeObjective`: the
+same value and gradient as :func:`~planner_pkg.planning.costs.total_kernel`, which the tests check
+by finite differences and against its autograd_core wrapper ``TotalCost``; calling that wrapper
+added 100-250 us to a 50-450 us evaluation, and scipy's L-BFGS-B wrapper ~47 us, so neither is in
+the loop: ``benchmarks/ego_optimizer.py`` measures what is).
 Then *rebound*: when the result hits an obstacle no pair knows about, new pairs are added and the
 optimisation restarts (at most ``max_rebounds`` times); when it still collides with known
 obstacles the collision weight is doubled (at most ``max_weight_doublings`` times).
@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-from scipy.optimize import minimize
 
 from planner_pkg.config_schema import Config, non_negative, positive, setting
 from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
@@ -37,7 +36,8 @@ from planner_pkg.planning.astar import AStarConfig, AStarStatus
 from planner_pkg.planning.bspline import UniformBSpline
 from planner_pkg.planning.collision_pairs import (Segment, collision_segments, curve_collision_time, guide_path,
                                                   pairs_from_path)
-from planner_pkg.planning.costs import CostProblem, CostWeights, total_kernel
+from planner_pkg.planning.costs import CostProblem, CostWeights, FreeObjective
+from planner_pkg.planning.lbfgs import minimize_lbfgs
 from planner_pkg.planning.retiming import retime
 
 __all__ = ["OptimizerConfig", "OptimStatus", "ReboundResult", "ReboundOptimizer", "single_threaded_blas"]
@@ -50,8 +50,9 @@ _blas_controller = None
 def single_threaded_blas():
     """Context manager limiting the loaded BLAS libraries to one thread.
 
-    L-BFGS-B's small dense products run 50x slower when OpenBLAS wakes worker threads on a busy
-    machine (measured here: 1 ms instead of 20 us per iteration on 2 shared cores). The
+    The optimiser's small dense products run 50x slower when OpenBLAS wakes worker threads on a
+    busy machine (measured with scipy's L-BFGS-B: 1 ms instead of 20 us per iteration on 2 shared
+    cores). The
     controller is built once (~1 ms); entering the limit then costs ~15 us.
     """
     global _blas_controller
@@ -77,8 +78,8 @@ class OptimizerConfig(Config):
     weights: cost weights and the clearance s_f.
     lbfgs_memory, max_iterations: L-BFGS history size and iteration cap per minimisation (EGO:
         16 and 200; 100 here because each rebound restarts the minimisation anyway).
-    gtol, ftol: L-BFGS stopping tolerances (projected gradient, relative decrease; scipy's ftol
-        is relative to max(|f|, 1)). Loose on purpose: the plan needs to be collision free,
+    gtol, ftol: L-BFGS stopping tolerances, L-BFGS-B's rules (largest gradient component;
+        relative decrease, relative to max(|f_k|, |f_k+1|, 1)). Loose on purpose: the plan needs to be collision free,
         not converged to 1e-6, and the refine step re-times it afterwards.
     max_rebounds: restarts with new pairs when a new obstacle is hit.
     max_weight_doublings: restarts with a doubled collision weight when known obstacles still
@@ -252,23 +253,15 @@ class ReboundOptimizer:
         work = q.copy()
         if hi <= lo:
             return work, 0, 0
-
-        def fun(x):
-            work[lo:hi] = x.reshape(-1, 3)
-            f, g = total_kernel(work, problem)
-            return f, g[lo:hi].ravel()
-
         c = self.config
         maxiter = c.max_iterations if max_iterations is None else max(1, min(c.max_iterations, max_iterations))
+        objective = FreeObjective(problem, q, lo, hi)
         with single_threaded_blas():
-            res = minimize(fun, work[lo:hi].ravel(), jac=True, method="L-BFGS-B",
-                           options={"maxcor": c.lbfgs_memory, "maxiter": maxiter, "gtol": c.gtol,
-                                    "ftol": c.ftol})
+            res = minimize_lbfgs(objective, work[lo:hi].ravel(), memory=c.lbfgs_memory, max_iterations=maxiter,
+                                 gtol=c.gtol, ftol=c.ftol)
         if np.isfinite(res.x).all():
             work[lo:hi] = res.x.reshape(-1, 3)
-        else:
-            work[lo:hi] = q[lo:hi]  # a diverged step is worthless: keep the input
-        return work, int(res.nit), int(res.nfev)
+        return work, res.iterations, res.evaluations
 
     def _start_blocked(self, spline: UniformBSpline) -> bool:
         """Is the start inside a blocked voxel or at the edge of one (within a voxel, or its last

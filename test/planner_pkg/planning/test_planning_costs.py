@@ -6,8 +6,9 @@ from scipy.optimize import check_grad
 import autograd_core as ac
 from autograd_core.autograd import gradcheck
 from planner_pkg.planning.costs import (CollisionCost, CostProblem, CostWeights, FeasibilityCost, FitnessCost,
-                                        SmoothnessCost, TotalCost, collision_kernel, feasibility_kernel,
-                                        fitness_kernel, smoothness_kernel, total_kernel, value_and_grad)
+                                        FreeObjective, SmoothnessCost, TotalCost, collision_kernel, feasibility_kernel,
+                                        distance_kernel, fitness_kernel, smoothness_kernel, total_kernel,
+                                        value_and_grad)
 
 N = 14
 
@@ -114,3 +115,51 @@ def test_bad_problems_are_rejected(kwargs):
     args.update(kwargs)
     with pytest.raises(ValueError):
         CostProblem(**args)
+
+
+def full_problem(seed, weights=CostWeights(), max_jerk=None):
+    """``make``'s pairs and reference plus obstacle points near the curve (every term active)."""
+    q, base = make(seed)
+    rng = np.random.default_rng(100 + seed)
+    # obstacle points 0.1-0.4 m off random curve points: inside the 0.5 m safe distance
+    knots = (q[:-2] + 4 * q[1:-1] + q[2:]) / 6
+    obstacles = knots[rng.integers(0, N - 2, 30)] + rng.normal(size=(30, 3)) * 0.2
+    problem = CostProblem(N, 0.2, 2.0, 3.0, weights, base.pair_index, base.pair_p, base.pair_v,
+                          ref_points=base.ref_points, ref_tangents=base.ref_tangents, obstacle_points=obstacles,
+                          safe_distance_m=0.5, max_jerk=max_jerk)
+    return q, problem
+
+
+@pytest.mark.parametrize("weights, max_jerk", [(CostWeights(), None), (CostWeights(), 4.0),
+                                               (CostWeights(smoothness=0.0, collision=0.0), None),
+                                               (CostWeights(distance=0.0, fitness=0.0, feasibility=0.0), None)])
+@pytest.mark.parametrize("lo, hi", [(3, N - 3), (0, N), (5, 6)])
+def test_free_objective_equals_the_total_kernel_on_the_free_points(weights, max_jerk, lo, hi):
+    q, problem = full_problem(5, weights, max_jerk)
+    assert problem.pair_index.shape[0] > 0 and problem.ref_points is not None and distance_kernel(q, problem)[0] > 0
+    objective = FreeObjective(problem, q, lo, hi)
+    rng = np.random.default_rng(6)
+    for _ in range(3):  # the fixed points stay as given; the free ones move
+        x = (q[lo:hi] + rng.normal(scale=0.1, size=(hi - lo, 3))).ravel()
+        moved = q.copy()
+        moved[lo:hi] = x.reshape(-1, 3)
+        f_ref, g_ref = total_kernel(moved, problem)
+        f, g = objective(x)
+        assert f == pytest.approx(f_ref, rel=1e-12, abs=1e-12)
+        assert g.shape == ((hi - lo) * 3,)
+        np.testing.assert_allclose(g, g_ref[lo:hi].ravel(), rtol=1e-10, atol=1e-10 * max(1.0, np.abs(g_ref).max()))
+
+
+def test_free_objective_gradient_against_finite_differences():
+    q, problem = full_problem(7, max_jerk=4.0)
+    objective = FreeObjective(problem, q, 3, N - 3)
+    x = q[3:N - 3].ravel()
+    err = check_grad(lambda v: objective(v)[0], lambda v: objective(v)[1], x, epsilon=1e-7)
+    assert err / max(1.0, float(np.linalg.norm(objective(x)[1]))) < 1e-5
+
+
+def test_free_objective_rejects_a_bad_range():
+    q, problem = make(0)
+    for lo, hi in ((3, 3), (-1, 4), (2, N + 1)):
+        with pytest.raises(ValueError, match="FreeObjective"):
+            FreeObjective(problem, q, lo, hi)
