@@ -63,8 +63,9 @@ from planner_pkg.world import generate_world  # noqa: E402
 START = (-20.0, 0.0, 1.0)
 GOAL = (20.0, 0.0, 1.0)
 STRAIGHT_M = 40.0
-# ControllerGains fields settable per run (--drag-feedforward, --jerk-feedforward); None = the default
-GAIN_OPTIONS = ("drag_feedforward", "jerk_feedforward")
+# ControllerGains fields settable per run (--drag-feedforward, --jerk-feedforward,
+# --max-feedforward-rate); None = the default
+GAIN_OPTIONS = ("drag_feedforward", "jerk_feedforward", "max_feedforward_rate_rad_s")
 CLEARANCE_TARGET_M = 0.1  # issue 16: successful flights keep this much beyond the vehicle radius
 
 
@@ -263,6 +264,10 @@ def main(argv=None) -> int:
     ap.add_argument("--jerk-feedforward", type=float, default=None, metavar="F",
                     help="the simulated controller's ControllerGains.jerk_feedforward for every flight (default: "
                          "its default, 1; 0 = no body-rate feed-forward of the reference's jerk)")
+    ap.add_argument("--max-feedforward-rate", type=float, default=None, metavar="RAD_S",
+                    dest="max_feedforward_rate_rad_s",
+                    help="the simulated controller's ControllerGains.max_feedforward_rate_rad_s for every flight "
+                         "(default: its default; the largest body rate the jerk feed-forward may demand)")
     ap.add_argument("--workers", type=int, default=1,
                     help="spread the episodes over N workers (Ray actors when N > 1 and ray is installed; default 1)")
     ap.add_argument("--ray-address", default="local", help="local (default), auto or ray://host:port")

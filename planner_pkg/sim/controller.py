@@ -170,6 +170,7 @@ class SE3Controller:
         self._kR = self._J * np.array([gains.attitude_gain_per_s2] * 2 + [gains.yaw_attitude_gain_per_s2])
         self._kW = self._J * np.array([gains.rate_gain_per_s] * 2 + [gains.yaw_rate_gain_per_s])
         self._jerk_ff = float(gains.jerk_feedforward)
+        self._max_ff_rate = float(gains.max_feedforward_rate_rad_s)
         self.last_output: ControlOutput | None = None
 
     def reset(self, state: VehicleState) -> None:
@@ -201,7 +202,8 @@ class SE3Controller:
         jerk: (3,) m/s^3 or None: the rate of change of ``accel``, fed forward (x the gains'
         ``jerk_feedforward``) as the body rate that turns the thrust axis ``b3 = f / |f|`` at the
         rate the reference turns it: ``W_d = b3 x d(b3)/dt`` with ``d(b3)/dt = (I - b3 b3^T) j / |f|``
-        per unit mass (Mellinger & Kumar 2011), besides the heading rate."""
+        per unit mass (Mellinger & Kumar 2011), besides the heading rate; that rate is clamped to
+        the gains' ``max_feedforward_rate_rad_s``."""
         force = self._m * (np.asarray(accel, dtype=np.float64) + self.params.gravity_mps2 * _E3)
         R = state.rotation
         thrust = float(force @ R[:, 2])
@@ -217,7 +219,11 @@ class SE3Controller:
             # the thrust axis turns at b3 x d(b3)/dt = b3 x (m j / |f|) (world frame: b3 x b3 = 0
             # drops the projection), in body coordinates via R^T (taking R_d ~ R, as for the heading)
             j = (self._jerk_ff * self._m / math.sqrt(float(force @ force))) * np.asarray(jerk, dtype=np.float64)
-            w_d = w_d + R.T @ cross3(b3, j)
+            w_jerk = cross3(b3, j)
+            rate = math.sqrt(float(w_jerk @ w_jerk))
+            if rate > self._max_ff_rate:  # a jerk burst: demand no more than the airframe can turn
+                w_jerk *= self._max_ff_rate / rate
+            w_d = w_d + R.T @ w_jerk
         e_W = w - w_d
         Jw = self._J * w
         torque = -self._kR * e_R - self._kW * e_W + cross3(w, Jw) - self._J * cross3(w, w_d)

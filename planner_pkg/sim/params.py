@@ -146,6 +146,12 @@ class ControllerGains(Config):
     # the reference acceleration (Mellinger & Kumar ICRA 2011, Faessler et al. RA-L 2018); 0 = the
     # attitude loop chases the tilt (and lags the reference acceleration by ~1 / attitude bandwidth)
     jerk_feedforward: float = setting(1.0, range=(0.0, 2.0))
+    # the largest body rate (roll/pitch) the jerk feedforward may demand, rad/s: a reference whose
+    # acceleration steps (a plan switch, the onset of a braking) has a jerk burst of 1000-3000
+    # m/s^3, i.e. a demanded tilt rate of 100-300 rad/s for ~10 ms that the motors cannot give;
+    # fed forward unclamped it saturated the torque and tilted the vehicle to 60-76 deg (45 deg is
+    # the tilt limit) in EGO's 6 m/s forest flights, several of which then hit a trunk
+    max_feedforward_rate_rad_s: float = positive(6.0)
 
 
 @dataclass(frozen=True)

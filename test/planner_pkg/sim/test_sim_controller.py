@@ -269,3 +269,28 @@ def test_the_jerk_is_not_fed_forward_while_the_command_is_clamped():
     assert abs(free[1][0] - free[0][0]) > 1e-4
     clamped = torques([30.0, 0.0, 0.0])  # far beyond the 45 deg tilt
     np.testing.assert_array_equal(clamped[0], clamped[1])
+
+
+def test_jerk_feed_forward_rate_is_clamped():
+    """The body rate fed forward for a jerk is j / g at hover; above max_feedforward_rate_rad_s (a
+    jerk burst: a step of the reference acceleration differenced over a few ms) it is clamped."""
+    from planner_pkg.sim.params import GRAVITY_MPS2
+
+    gains = ControllerGains()
+    st = VehicleState.at_rest([0.0, 0.0, 1.0])
+
+    def torque(jerk_x):
+        ctrl = SE3Controller(gains=gains)
+        ctrl.reset(st)
+        ctrl.update(st, Setpoint([0.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0], yaw=0.0,
+                                 jerk=[jerk_x, 0.0, 0.0]), 0.004)
+        return ctrl.last_output.torque_nm
+
+    limit_jerk = gains.max_feedforward_rate_rad_s * GRAVITY_MPS2  # the jerk that demands exactly the limit
+    base = torque(0.0)
+    small = torque(0.25 * limit_jerk) - base
+    assert abs(small[1]) > 1e-6  # below the limit the feed-forward acts, linearly in the jerk
+    np.testing.assert_allclose(torque(0.5 * limit_jerk) - base, 2.0 * small, rtol=1e-9, atol=1e-12)
+    at_limit = torque(limit_jerk)
+    for burst in (2.0 * limit_jerk, 1000.0, 3000.0):  # the bursts measured in EGO's 6 m/s flights
+        np.testing.assert_allclose(torque(burst), at_limit, rtol=1e-9, atol=1e-12)
