@@ -133,7 +133,8 @@ def main(argv=None) -> int:
     problems = record_problems(range(a, b + 1), args.speed)
     print(f"{len(problems)} minimisations recorded in {b - a + 1} forests at {args.speed:g} m/s "
           f"(control points p50 {np.median([p.n for _, p, _, _ in problems]):.0f})")
-    solvers = [("scipy L-BFGS-B + total_kernel (reference)", solve_scipy), ("shipped lbfgs + FreeObjective", solve_shipped)]
+    solvers = [("scipy L-BFGS-B + total_kernel (reference)", solve_scipy),
+               ("shipped lbfgs + FreeObjective", solve_shipped)]
     best = {}
     with rebound.single_threaded_blas():
         for _ in range(args.rounds):  # alternate, so that a change in the machine's load hits both

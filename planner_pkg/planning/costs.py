@@ -451,7 +451,8 @@ class FreeObjective:
                 dd = d[near]
                 e = r - dd
                 value += w.distance * float(e @ e)
-                gd[near] = ((-2.0 * w.distance) * e / np.maximum(dd, _TINY))[:, None] * (pts[near] - p.obstacle_points[j[near]])
+                diff = pts[near] - p.obstacle_points[j[near]]
+                gd[near] = ((-2.0 * w.distance) * e / np.maximum(dd, _TINY))[:, None] * diff
         grad = self.op_t @ g
         if self.work is not None:
             self.work[self.lo:self.hi] = xq
