@@ -37,7 +37,7 @@ import numpy as np
 
 from autograd_core.optim.lbfgs import strong_wolfe
 
-__all__ = ["LbfgsStatus", "LbfgsResult", "minimize_lbfgs", "lbfgs_direction"]
+__all__ = ["LbfgsStatus", "LbfgsResult", "minimize_lbfgs"]
 
 _EPS = np.finfo(np.float64).eps
 
@@ -65,21 +65,6 @@ class LbfgsResult:
     @property
     def converged(self) -> bool:
         return self.status in (LbfgsStatus.GRADIENT, LbfgsStatus.DECREASE)
-
-
-def lbfgs_direction(g: np.ndarray, s: np.ndarray, y: np.ndarray, gamma: float) -> np.ndarray:
-    """``-H g`` for the L-BFGS inverse Hessian of the pairs ``s``, ``y`` ((k, n), oldest first,
-    every ``s_i . y_i > 0``) with the initial matrix ``gamma I`` (compact representation; the
-    reference form of what :class:`_History` computes incrementally)."""
-    k = s.shape[0]
-    if k == 0:
-        return -gamma * g
-    sy = s @ y.T  # (k, k): s_i . y_j
-    r = np.triu(sy)
-    z = np.linalg.solve(r, s @ g)  # R z = S^T g
-    w = sy.diagonal() * z + gamma * (y @ (y.T @ z)) - gamma * (y @ g)  # (D + gamma Y^T Y) z - gamma Y^T g
-    p = np.linalg.solve(r.T, w)
-    return -(gamma * g + s.T @ p - gamma * (y.T @ z))
 
 
 class _History:
