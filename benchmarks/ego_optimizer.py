@@ -59,12 +59,6 @@ def record_problems(seeds, speed: float):
     return recorded
 
 
-def free_range(problem):
-    n = problem.n
-    swarm = problem.swarm
-    return rebound._FIXED, (n if swarm is not None and swarm.free_end else n - rebound._FIXED)
-
-
 def solve_shipped(q, problem, budget, config):
     optimizer = rebound.ReboundOptimizer.__new__(rebound.ReboundOptimizer)
     optimizer.config = config
@@ -72,7 +66,7 @@ def solve_shipped(q, problem, budget, config):
 
 
 def solve_scipy(q, problem, budget, config):
-    lo, hi = free_range(problem)
+    lo, hi = rebound.free_range(problem)
     work = q.copy()
 
     def fun(x):
@@ -104,7 +98,7 @@ def time_evaluations(problems, repeat: int):
     """Seconds per evaluation: FreeObjective(x) and the scipy path's (write x, total_kernel, slice)."""
     fused, plain = 0.0, 0.0
     for q, problem, _, _ in problems:
-        lo, hi = free_range(problem)
+        lo, hi = rebound.free_range(problem)
         objective = FreeObjective(problem, q, lo, hi)
         x = q[lo:hi].ravel().copy()
         work = q.copy()

@@ -42,7 +42,7 @@ from planner_pkg.planning.costs import CostProblem, CostWeights, FreeObjective
 from planner_pkg.planning.lbfgs import minimize_lbfgs
 from planner_pkg.planning.retiming import retime
 
-__all__ = ["OptimizerConfig", "OptimStatus", "ReboundResult", "ReboundOptimizer", "single_threaded_blas"]
+__all__ = ["OptimizerConfig", "OptimStatus", "ReboundResult", "ReboundOptimizer", "free_range", "single_threaded_blas"]
 
 _FIXED = 3  # control points fixed at each end (cubic: position, velocity, acceleration)
 
@@ -62,6 +62,13 @@ def single_threaded_blas():
 
         _blas_controller = ThreadpoolController()
     return _blas_controller.limit(limits=1, user_api="blas")
+
+
+def free_range(problem: CostProblem) -> Tuple[int, int]:
+    """(lo, hi): the control points ``Q_lo .. Q_{hi-1}`` the optimiser moves. The first and last
+    ``_FIXED`` are fixed; with other drones near and a free end (EGO-Swarm) the last ones move too."""
+    n, swarm = problem.n, problem.swarm
+    return _FIXED, (n if swarm is not None and swarm.free_end else n - _FIXED)
 
 
 class OptimStatus(enum.Enum):
@@ -248,9 +255,7 @@ class ReboundOptimizer:
                   max_iterations: Optional[int] = None) -> Tuple[np.ndarray, int, int]:
         """Minimise over Q_3 .. Q_{N-4} in at most ``max_iterations`` L-BFGS iterations (default
         and upper bound: ``config.max_iterations``); returns (q, iterations, evaluations)."""
-        n = q.shape[0]
-        swarm = problem.swarm
-        lo, hi = _FIXED, (n if swarm is not None and swarm.free_end else n - _FIXED)
+        lo, hi = free_range(problem)
         work = q.copy()
         if hi <= lo:
             return work, 0, 0
@@ -260,8 +265,8 @@ class ReboundOptimizer:
         with single_threaded_blas():
             res = minimize_lbfgs(objective, work[lo:hi].ravel(), memory=c.lbfgs_memory, max_iterations=maxiter,
                                  gtol=c.gtol, ftol=c.ftol)
-        if np.isfinite(res.x).all():
-            work[lo:hi] = res.x.reshape(-1, 3)
+        # res.x is finite: minimize_lbfgs only moves to finite trial points (a non-finite start is returned as is)
+        work[lo:hi] = res.x.reshape(-1, 3)
         return work, res.iterations, res.evaluations
 
     def _start_blocked(self, spline: UniformBSpline) -> bool:
