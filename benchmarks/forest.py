@@ -7,8 +7,8 @@ a 50 x 20 m forest of vertical trunks (radius 0.25-0.5 m, 4-5 m tall) at 0.2 tru
 forest for every planner and speed.
 
 Printed per planner and max_vel:
-- the acceleration limit is min(8, max(3, 1.5 max_vel)) m/s^2 (3 at 2 m/s, 6 at 4 m/s, 8 at 6 m/s)
-  unless ``--max-acc`` says otherwise;
+- the acceleration limit is min(7, max(3, 1.5 max_vel)) m/s^2 (3 at 2 m/s, 6 at 4 m/s, 7 at 6 m/s;
+  ego_config.speed_scaled_max_acc) unless ``--max-acc`` says otherwise;
 - success: reached the goal (0.5 m) with no contact (vehicle ball of 0.19 m never touched a surface);
 - mean speed (path length / time) and path-length ratio to the 40 m straight line, on successes;
 - min clearance: the smallest ball-to-surface gap over successful flights (and their median);
@@ -57,6 +57,7 @@ import numpy as np  # noqa: E402
 
 from planner_pkg.planning.direct import DirectConfig, DirectPlanner  # noqa: E402
 from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner  # noqa: E402
+from planner_pkg.planning.ego_config import speed_scaled_max_acc  # noqa: E402
 from planner_pkg.sim import ControllerGains, RunnerConfig, run_episode  # noqa: E402
 from planner_pkg.world import generate_world  # noqa: E402
 
@@ -114,11 +115,9 @@ class TimedPlanner:
 
 
 def default_max_acc(max_vel: float) -> float:
-    """EGO's 3 m/s^2 at its 2 m/s default, scaled with the speed above that (6 m/s^2 at 4 m/s):
-    the same trunk spacing needs ~2x the lateral acceleration at 2x the speed to dodge in time;
-    at most 8 m/s^2 (the simulated quadrotor tilts 45 deg at most: ~9.8 m/s^2 of horizontal
-    thrust, and the controller needs some of it to track)."""
-    return min(8.0, max(3.0, 1.5 * max_vel))
+    """The acceleration limit EGO flies ``max_vel`` with (the product's rule, also what ``fly
+    --planner ego --max-vel V`` uses: :func:`planner_pkg.planning.ego_config.speed_scaled_max_acc`)."""
+    return speed_scaled_max_acc(max_vel)
 
 
 def make_planner(name: str, max_vel: float, max_acc: float, time_scale: float = 1.0, model=None, seed: int = 0,
@@ -250,7 +249,7 @@ def main(argv=None) -> int:
     ap.add_argument("--planners", nargs="+", default=["ego", "direct"], choices=["ego", "policy", "direct"])
     ap.add_argument("--model", default=None, help="the policy's model file (default: the shipped one)")
     ap.add_argument("--max-acc", type=float, default=None,
-                    help="acceleration limit, m/s^2 (default: min(8, max(3, 1.5 max_vel)): 3 at 2, 6 at 4, 8 at 6 m/s)")
+                    help="acceleration limit, m/s^2 (default: min(7, max(3, 1.5 max_vel)): 3 at 2, 6 at 4, 7 at 6 m/s)")
     ap.add_argument("--density", type=float, default=0.2, help="trunks per m^2")
     ap.add_argument("--time-scale", type=float, default=1.0,
                     help="multiply EGO's wall-clock safety nets by this (>= 1; default 1: as configured)")

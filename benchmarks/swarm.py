@@ -100,15 +100,13 @@ def _seeds(text: str):
 def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot, verbose: bool):
     rows = []
     replans, solo_replans, cpu = [], [], []
-    max_acc = min(8.0, max(3.0, 1.5 * max_vel))
-    overrides = dict(max_acc_mps2=max_acc)
     for seed in seeds:
         world, starts, goals = SCENARIOS[scenario](seed)
         dist = np.linalg.norm(goals - starts, axis=1)
         timeout = 3.0 * float(dist.max()) / max_vel + 20.0
         w0 = time.perf_counter()
         res, agents, bus = fly_swarm(world, starts, goals, max_vel=max_vel, timeout_s=timeout, seed_value=seed,
-                                     time_scale=time_scale, ego_overrides=overrides)
+                                     time_scale=time_scale)
         s = swarm_summary(res, agents, bus, f"{scenario}-{seed}", max_vel)
         wall = time.perf_counter() - w0
         for a in agents:
@@ -120,7 +118,7 @@ def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot
             n = starts.shape[0]
             for k in sorted({int(round(j * n / solo)) % n for j in range(solo)}):
                 one, one_agents, _ = fly_swarm(world, starts[k:k + 1], goals[k:k + 1], max_vel=max_vel, timeout_s=timeout,
-                                      seed_value=seed + k, time_scale=time_scale, ego_overrides=overrides)
+                                      seed_value=seed + k, time_scale=time_scale)
                 solo_replans += one_agents[0].stats.replan_ms
                 t_solo = one.vehicles[0].reach_time_s
                 t_swarm = res.vehicles[k].reach_time_s

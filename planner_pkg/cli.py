@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     fly.add_argument("--planner", required=True, choices=PLANNER_NAMES)
     fly.add_argument("--model", metavar="FILE", help="trained model file (policy planner)")
     fly.add_argument("--seed", type=_seed, default=0, help="seed for sensor noise and planners (default 0)")
-    fly.add_argument("--max-vel", type=_speed, metavar="V", help="planner speed limit override, m/s")
+    fly.add_argument("--max-vel", type=_speed, metavar="V",
+                     help="planner speed limit override, m/s (EGO: with the acceleration limit for that speed, "
+                          "min(7, max(3, 1.5 V)) m/s^2)")
     fly.add_argument("--log", required=True, type=_output_file, metavar="CSV",
                      help="flight log to write (t,x,y,z,vx,vy,vz)")
     fly.add_argument("--summary", required=True, type=_output_file, metavar="JSON", help="episode summary to write")

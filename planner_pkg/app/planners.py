@@ -25,8 +25,9 @@ class PlannerNotAvailableError(RuntimeError):
 class PlannerOptions(Config):
     """Options every planner may honour.
 
-    max_vel_mps: overrides the planner's speed limit (the policy's commanded speed); None =
-        the planner's default.
+    max_vel_mps: overrides the planner's speed limit (the policy's commanded speed; EGO's
+        acceleration limit goes with it, see ``ego_config.speed_scaled_max_acc``); None = the
+        planner's default.
     model_path: a trained model file (the learned policy); None when not needed.
     seed: for planners with randomness, so episodes are reproducible.
     """
@@ -45,11 +46,14 @@ def _direct(options: PlannerOptions):
 
 
 def _ego(options: PlannerOptions):
+    from planner_pkg.planning.ego_config import speed_scaled_max_acc
     from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
 
     if options.max_vel_mps is None:
         return EgoPlanner(EgoConfig(seed=options.seed))
-    return EgoPlanner(EgoConfig(max_vel_mps=options.max_vel_mps, seed=options.seed))
+    # a speed limit alone comes with the acceleration limit for that speed (EGO's 3 m/s^2 at 2 m/s)
+    return EgoPlanner(EgoConfig(max_vel_mps=options.max_vel_mps, max_acc_mps2=speed_scaled_max_acc(options.max_vel_mps),
+                                seed=options.seed))
 
 
 def _policy(options: PlannerOptions):

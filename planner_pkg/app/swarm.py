@@ -55,7 +55,8 @@ def add_parser(sub) -> None:
     fly.add_argument("--log-dir", required=True, metavar="DIR", help="folder for drone_<i>.csv (t,x,y,z,vx,vy,vz)")
     fly.add_argument("--summary", required=True, type=output_file, metavar="JSON", help="swarm summary to write")
     fly.add_argument("--max-vel", type=speed, default=EGO_MAX_VEL_MPS, metavar="V",
-                     help=f"every planner's speed limit, m/s ({EGO_MAX_VEL_MPS:g})")
+                     help=f"every planner's speed limit, m/s ({EGO_MAX_VEL_MPS:g}), with the acceleration limit for "
+                          f"that speed, min(7, max(3, 1.5 V)) m/s^2")
     fly.add_argument("--timeout", type=duration_s, default=SWARM_TIMEOUT_S, metavar="S", help=f"sim time limit, s ({SWARM_TIMEOUT_S:g})")
     fly.add_argument("--seed", type=seed, default=0, help="seed for sensor noise and planners (0)")
     fly.add_argument("--vehicle", choices=("quadrotor", "point_mass"), default="quadrotor")
@@ -131,11 +132,14 @@ def check_swarm_points(world, starts: np.ndarray, goals: np.ndarray, radius: flo
 
 def build_swarm(n: int, max_vel: float = EGO_MAX_VEL_MPS, seed_value: int = 0, time_scale: float = 1.0, ego_overrides=None):
     """``(agents, bus)``: n :class:`SwarmAgent` s (EGO planners, seeds ``seed_value + i``) on one
-    :class:`LocalBroadcast`. ``ego_overrides``: EgoConfig fields to replace (benchmarks)."""
+    :class:`LocalBroadcast`, at ``max_vel`` m/s with the acceleration limit for that speed
+    (:func:`~planner_pkg.planning.ego_config.speed_scaled_max_acc`). ``ego_overrides``: EgoConfig
+    fields to replace (benchmarks)."""
+    from planner_pkg.planning.ego_config import speed_scaled_max_acc
     from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
     from planner_pkg.planning.swarm import LocalBroadcast, SwarmAgent
 
-    base = EgoConfig(max_vel_mps=max_vel)
+    base = EgoConfig(max_vel_mps=max_vel, max_acc_mps2=speed_scaled_max_acc(max_vel))
     if ego_overrides:
         base = replace(base, **ego_overrides)
     bus = LocalBroadcast(n, base.swarm.timeout_s)

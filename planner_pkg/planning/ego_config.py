@@ -14,7 +14,32 @@ from planner_pkg.planning.rebound import OptimizerConfig
 from planner_pkg.planning.swarm import SwarmConfig
 from planner_pkg.planning.trajectory import YawConfig
 
-__all__ = ["EgoConfig"]
+__all__ = ["EgoConfig", "speed_scaled_max_acc", "TRACKABLE_MAX_ACC_MPS2"]
+
+# The highest acceleration limit speed_scaled_max_acc gives, m/s^2: ~0.7 g tan(45 deg), for a
+# vehicle tilt-limited to 45 deg (the simulated one; PX4's MPC_TILTMAX default).
+TRACKABLE_MAX_ACC_MPS2 = 7.0
+
+
+def speed_scaled_max_acc(max_vel_mps: float) -> float:
+    """The acceleration limit, m/s^2, to fly the forest at ``max_vel_mps``: EGO's 3 m/s^2 at its
+    2 m/s default, 1.5 x the speed above that (6 m/s^2 at 4 m/s: the same trunk spacing needs ~2x
+    the lateral acceleration at 2x the speed to dodge in time), at most
+    :data:`TRACKABLE_MAX_ACC_MPS2`.
+
+    The cap is what the vehicle can *track*, not what it can reach. Tilted to 45 deg it has
+    g tan(45 deg) = 9.8 m/s^2 of horizontal thrust in level flight, less while the plan also
+    descends, and the controller needs some of it for feedback. Measured at 6 m/s in the forest
+    benchmark (``benchmarks/forest.py --speeds 6 --max-acc 8|7``, 200 forests): with 8 m/s^2, 10
+    flights collided, and in the 8 flights traced the vehicle rode its tilt limit for 17-23 % of
+    the time with a tracking error p95 of 0.18-0.27 m (0.08 m at 4 m/s with 6 m/s^2); with
+    7 m/s^2, 2 collisions, 6-13 % and 0.15-0.20 m (6 m/s^2: no collision, but 3 flights gave the
+    goal up and the mean speed fell 7 %).
+    """
+    v = float(max_vel_mps)
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"max_vel_mps must be a positive finite number, got {max_vel_mps!r}")
+    return min(TRACKABLE_MAX_ACC_MPS2, max(EGO_MAX_ACC_MPS2, 1.5 * v))
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ import math
 import numpy as np
 import pytest
 
+from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
+from planner_pkg.planning.ego_config import TRACKABLE_MAX_ACC_MPS2, speed_scaled_max_acc
 from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
 from planner_pkg.planning.grid_map import GridMapConfig
 from planner_pkg.planning.replan_fsm import FsmState
@@ -255,7 +257,23 @@ def test_the_planner_factory_builds_it():
     planner = make_planner("ego", PlannerOptions(max_vel_mps=3.0, seed=2))
     assert isinstance(planner, EgoPlanner) and planner.name == "ego"
     assert planner.config.max_vel_mps == 3.0 and planner.config.seed == 2 and planner.rate_hz > 0
-    assert make_planner("ego").config.max_vel_mps == EgoConfig().max_vel_mps
+    # a speed limit brings the acceleration limit for that speed (fly --max-vel V)
+    assert planner.config.max_acc_mps2 == 4.5
+    assert make_planner("ego", PlannerOptions(max_vel_mps=6.0)).config.max_acc_mps2 == TRACKABLE_MAX_ACC_MPS2
+    default = make_planner("ego").config
+    assert default.max_vel_mps == EgoConfig().max_vel_mps and default.max_acc_mps2 == EgoConfig().max_acc_mps2
+
+
+def test_speed_scaled_acceleration_limit():
+    # EGO's pair at its default speed, 1.5 x the speed above it, capped at what a 45 deg tilt tracks
+    assert speed_scaled_max_acc(EGO_MAX_VEL_MPS) == EGO_MAX_ACC_MPS2
+    assert speed_scaled_max_acc(0.5) == EGO_MAX_ACC_MPS2
+    assert speed_scaled_max_acc(4.0) == 6.0
+    assert speed_scaled_max_acc(6.0) == speed_scaled_max_acc(10.0) == TRACKABLE_MAX_ACC_MPS2
+    assert TRACKABLE_MAX_ACC_MPS2 < 9.81 * math.tan(math.radians(45.0))
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="max_vel_mps"):
+            speed_scaled_max_acc(bad)
 
 
 # a short-range depth camera (6 m) and a wall 0.5 m beyond its range, across the whole band

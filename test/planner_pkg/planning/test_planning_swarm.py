@@ -345,3 +345,14 @@ def test_broadcast_of_a_stop_limited_trajectory_follows_it():
     ts = np.linspace(t_now, traj.t_end + 1.0, 300)
     want = np.array([traj.state(float(t))[0] for t in ts])
     np.testing.assert_allclose(spline.evaluate(ts - t0), want, atol=5e-3)
+
+
+def test_swarm_planners_get_the_acceleration_limit_for_their_speed():
+    from planner_pkg.app.swarm import build_swarm
+    from planner_pkg.planning.ego_config import speed_scaled_max_acc
+
+    for v in (2.0, 3.0, 6.0):
+        agents, _ = build_swarm(2, max_vel=v, seed_value=5)
+        assert [a.planner.config.seed for a in agents] == [5, 6]
+        assert all(a.planner.config.max_vel_mps == v for a in agents)
+        assert all(a.planner.config.max_acc_mps2 == speed_scaled_max_acc(v) for a in agents)
