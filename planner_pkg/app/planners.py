@@ -46,14 +46,13 @@ def _direct(options: PlannerOptions):
 
 
 def _ego(options: PlannerOptions):
-    from planner_pkg.planning.ego_config import speed_scaled_max_acc
     from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
 
+    config = EgoConfig(seed=options.seed)
     if options.max_vel_mps is None:
-        return EgoPlanner(EgoConfig(seed=options.seed))
+        return EgoPlanner(config)
     # a speed limit alone comes with the acceleration limit for that speed (EGO's 3 m/s^2 at 2 m/s)
-    return EgoPlanner(EgoConfig(max_vel_mps=options.max_vel_mps, max_acc_mps2=speed_scaled_max_acc(options.max_vel_mps),
-                                seed=options.seed))
+    return EgoPlanner(config.at_speed(options.max_vel_mps))
 
 
 def _policy(options: PlannerOptions):

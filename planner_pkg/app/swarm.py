@@ -135,11 +135,10 @@ def build_swarm(n: int, max_vel: float = EGO_MAX_VEL_MPS, seed_value: int = 0, t
     :class:`LocalBroadcast`, at ``max_vel`` m/s with the acceleration limit for that speed
     (:func:`~planner_pkg.planning.ego_config.speed_scaled_max_acc`). ``ego_overrides``: EgoConfig
     fields to replace (benchmarks)."""
-    from planner_pkg.planning.ego_config import speed_scaled_max_acc
     from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
     from planner_pkg.planning.swarm import LocalBroadcast, SwarmAgent
 
-    base = EgoConfig(max_vel_mps=max_vel, max_acc_mps2=speed_scaled_max_acc(max_vel))
+    base = EgoConfig().at_speed(max_vel)
     if ego_overrides:
         base = replace(base, **ego_overrides)
     bus = LocalBroadcast(n, base.swarm.timeout_s)

@@ -69,7 +69,9 @@ class PlannerNodeConfig(Config, prefix=""):
     planner: str = field(default="ego", metadata={"choices": PLANNER_NAMES,
                                                   "description": "planner to run (a name of the app.planners registry)"})
     max_vel_mps: Optional[float] = field(default=None, metadata={"range": (0.0, math.inf), "low_open": True,
-        "description": "speed limit override for planners without their own parameters, m/s"})
+        "description": "speed limit override, m/s (NaN = none): the policy's commanded speed, the direct "
+                       "planner's limit; for EGO it replaces ego.max_vel_mps and ego.max_acc_mps2 with the "
+                       "acceleration limit for that speed (ego_config.speed_scaled_max_acc), as fly --max-vel does"})
     model_path: str = field(default="", metadata={"description": "trained model file (policy planner)"})
     seed: int = field(default=0, metadata={"range": (0, 2**31 - 1), "description": "planner seed"})
     rate_hz: Optional[float] = field(default=None, metadata={"range": (0.0, 200.0), "low_open": True,
@@ -228,9 +230,8 @@ class PlannerNode(c.LockstepNode):
             if cfg.planner == "ego" and self._ego_planner_cls is not None and self.ego_params is not None:
                 ego = self.ego_params.config
                 if cfg.max_vel_mps is not None:
-                    from dataclasses import replace
-
-                    ego = replace(ego, max_vel_mps=cfg.max_vel_mps)
+                    # like fly --max-vel: the speed limit brings the acceleration limit for it
+                    ego = ego.at_speed(cfg.max_vel_mps)
                 if self.time_limit_scale != 1.0:
                     ego = ego.with_time_limits_scaled(self.time_limit_scale)
                 self.planner = self._ego_planner_cls(ego)

@@ -35,6 +35,9 @@ from functools import lru_cache
 from typing import Optional, Tuple
 
 import numpy as np
+# imported with the module, not on the first plan: the first import costs ~0.15 s, which would
+# otherwise land in the first replan of a flight
+from scipy.spatial import cKDTree
 
 import autograd_core as ac
 from autograd_core.autograd import Function
@@ -216,8 +219,6 @@ class CostProblem:
         if not (isinstance(safe_distance_m, (int, float)) and math.isfinite(safe_distance_m) and safe_distance_m > 0):
             raise ValueError(f"CostProblem.safe_distance_m must be positive and finite with obstacles, got "
                              f"{safe_distance_m!r}")
-        from scipy.spatial import cKDTree
-
         self.obstacle_points = pts
         self.obstacle_tree = cKDTree(pts)
         self.safe_distance_m = float(safe_distance_m)

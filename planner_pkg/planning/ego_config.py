@@ -154,6 +154,13 @@ class EgoConfig(Config):
     # EGO-Swarm (planning/swarm.py): used only once a swarm is attached (EgoPlanner.attach_swarm)
     swarm: SwarmConfig = field(default_factory=SwarmConfig)
 
+    def at_speed(self, max_vel_mps: float) -> "EgoConfig":
+        """This config flying ``max_vel_mps`` with the acceleration limit that speed needs
+        (:func:`speed_scaled_max_acc`): what a speed limit given alone means (``fly --max-vel``,
+        ``swarm fly --max-vel``, the planner node's ``max_vel_mps``). ValueError for a speed that
+        is not positive and finite."""
+        return replace(self, max_vel_mps=float(max_vel_mps), max_acc_mps2=speed_scaled_max_acc(max_vel_mps))
+
     def with_time_limits_scaled(self, factor: float) -> "EgoConfig":
         """This config with every wall-clock safety net multiplied by ``factor`` (>= 1): the
         optimiser's ``max_time_s``, A*'s ``max_time_s`` and ``retry_budget_s``. The deterministic

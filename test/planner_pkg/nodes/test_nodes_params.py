@@ -105,6 +105,23 @@ def test_planner_node_cross_field_check_at_runtime(ros):
     assert all(r.successful for r in res) and node.params.config.rate_hz == 20.0
 
 
+def test_planner_node_speed_override_brings_the_acceleration_limit_for_it(ros):
+    """The node's max_vel_mps means what fly --max-vel means: EGO flies 6 m/s with 7 m/s^2, not
+    with the 3 m/s^2 its ego.max_acc_mps2 default chose for 2 m/s."""
+    from rclpy.parameter import Parameter
+
+    from planner_pkg.planning.ego_config import speed_scaled_max_acc
+
+    node = ros.add(PlannerNode(context=ros.context, parameter_overrides=[Parameter("max_vel_mps", value=6.0)]))
+    assert node.planner is not None, node.planner_error
+    assert node.planner.config.max_vel_mps == 6.0
+    assert node.planner.config.max_acc_mps2 == speed_scaled_max_acc(6.0) > EgoConfig().max_acc_mps2
+    plain = ros.add(PlannerNode(context=ros.context, namespace="/plain",
+                                parameter_overrides=[Parameter("ego.max_vel_mps", value=6.0)]))
+    # the planner's own parameters are taken as given
+    assert (plain.planner.config.max_vel_mps, plain.planner.config.max_acc_mps2) == (6.0, EgoConfig().max_acc_mps2)
+
+
 def test_descriptors_carry_the_config_metadata_and_the_config_validates_changes(ros):
     """The ROS descriptors are read from the config's field metadata (one declaration): ranges,
     bounds text, choices, descriptions; the optimiser's speed limits, which EgoConfig sets itself,

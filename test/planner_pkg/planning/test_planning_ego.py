@@ -276,6 +276,16 @@ def test_speed_scaled_acceleration_limit():
             speed_scaled_max_acc(bad)
 
 
+def test_a_speed_limit_given_alone_brings_its_acceleration_limit():
+    base = EgoConfig(max_acc_mps2=2.0, seed=5, planning_horizon_m=9.0)
+    fast = base.at_speed(6.0)
+    assert (fast.max_vel_mps, fast.max_acc_mps2) == (6.0, TRACKABLE_MAX_ACC_MPS2)
+    assert (fast.seed, fast.planning_horizon_m) == (5, 9.0)  # everything else is kept
+    assert base.at_speed(EGO_MAX_VEL_MPS).max_acc_mps2 == EGO_MAX_ACC_MPS2
+    with pytest.raises(ValueError, match="max_vel_mps"):
+        base.at_speed(float("nan"))
+
+
 # a short-range depth camera (6 m) and a wall 0.5 m beyond its range, across the whole band
 CAMERA = CameraParams(max_range_m=6.0)
 WALL_X = 6.5
