@@ -1,5 +1,6 @@
 """A* guide-path search: known shortest paths, clean failures, snapping, budgets."""
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -64,6 +65,27 @@ def test_boxed_in_start_fails_cleanly_with_no_path():
     assert r.status is AStarStatus.NO_PATH
     assert "no path" in r.message and r.path.shape == (0, 3)
     assert r.expansions > 0
+
+
+def test_a_goal_cut_off_from_the_start_ends_at_the_connectivity_check_with_the_same_answer():
+    # a closed shell around the goal; the start is outside in ~6000 open cells of the search box
+    shell = [((1.0, -1.0, 0.0), (3.0, -0.91, 1.99)), ((1.0, 0.91, 0.0), (3.0, 1.0, 1.99)),
+             ((1.0, -1.0, 0.0), (1.09, 1.0, 1.99)), ((2.91, -1.0, 0.0), (3.0, 1.0, 1.99))]
+    m = grid(shell)
+    start, goal = [-3.05, 0.05, 1.05], [2.05, 0.05, 1.05]
+    flood = astar_search(m, start, goal, replace(EXACT, connectivity_check_after=0, max_expansions=50000))
+    checked = astar_search(m, start, goal, replace(EXACT, connectivity_check_after=300, max_expansions=50000))
+    assert flood.status is checked.status is AStarStatus.NO_PATH
+    assert flood.expansions > 3000 and checked.expansions == 300
+    # a connected goal far away: the check passes and the search goes on to the same path
+    wall = [((0.0, -2.5, 0.0), (0.09, 2.49, 1.99))]
+    m = grid(wall)
+    far = [1.15, 0.05, 1.05]
+    plain = astar_search(m, [-1.05, 0.05, 1.05], far, replace(EXACT, connectivity_check_after=0))
+    with_check = astar_search(m, [-1.05, 0.05, 1.05], far, replace(EXACT, connectivity_check_after=100))
+    assert plain.success and with_check.success and plain.expansions > 100
+    np.testing.assert_array_equal(plain.path, with_check.path)
+    assert plain.expansions == with_check.expansions
 
 
 def test_budget_and_time_limits_end_the_search():
