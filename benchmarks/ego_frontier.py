@@ -14,7 +14,8 @@ six probes around it at the vehicle radius (the body). Printed:
 
 Usage: ``OMP_NUM_THREADS=1 python benchmarks/ego_frontier.py --speed 6 --episodes 4``.
 The instrumentation wraps the check's private sampling function (``frontier._known_free``) for
-the duration of the run; it changes no result.
+the duration of the run and asks its probe test (``frontier._observed``) which probe failed; it
+changes no result.
 """
 from __future__ import annotations
 
@@ -62,10 +63,7 @@ class _Recorder:
         self._last = None
         if i < points.shape[0] and cause == "unknown":
             probes = points[i] + limit.probe_m * frontier._PROBES
-            known = grid_map.is_known(probes)
-            if history is not None and not known.all():
-                todo = np.nonzero(~known)[0]
-                known[todo] = history.observed_free(probes[todo])
+            known = frontier._observed(grid_map, history, probes, start, limit.start_radius_m)
             k = int(np.argmin(known))  # the first unobserved one (0: the path sample itself)
             tangent = points[min(i + 1, points.shape[0] - 1)] - points[max(i - 1, 0)]
             self._last = (probes[k], k, tangent)

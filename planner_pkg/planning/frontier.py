@@ -159,17 +159,24 @@ class FrontierReport:
 _PROBES = np.array([[0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]], dtype=np.float64)
 
 
+def _observed(grid_map, history, probes: np.ndarray, start: np.ndarray, start_radius_m: float) -> np.ndarray:
+    """(K,) bool: each point of ``probes`` (K, 3) was observed (a voxel some ray passed through, or
+    seen free in a recent frame of ``history``) or lies within ``start_radius_m`` of ``start``."""
+    d2 = ((probes - start) ** 2).sum(axis=1)
+    known = grid_map.is_known(probes) | (d2 <= start_radius_m ** 2)
+    if history is not None and not known.all():
+        # the voxel map misses the voxels between diverging rays; the frames themselves do not
+        todo = np.nonzero(~known)[0]
+        known[todo] = history.observed_free(probes[todo])
+    return known
+
+
 def _known_free(grid_map, history, points: np.ndarray, start: np.ndarray, limit: StopLimit,
                 n_path: int) -> Tuple[int, str]:
     """(index of the first sample of ``points`` (M, 3) that is not known free, or M; its cause)."""
     m = points.shape[0]
     probes = (points[:, None, :] + limit.probe_m * _PROBES[None]).reshape(-1, 3)
-    d2 = ((probes - start) ** 2).sum(axis=1)
-    known = grid_map.is_known(probes) | (d2 <= limit.start_radius_m ** 2)
-    if history is not None and not known.all():
-        # the voxel map misses the voxels between diverging rays; the frames themselves do not
-        todo = np.nonzero(~known)[0]
-        known[todo] = history.observed_free(probes[todo])
+    known = _observed(grid_map, history, probes, start, limit.start_radius_m)
     known = known.reshape(m, _PROBES.shape[0]).all(axis=1)
     blocked = grid_map.is_blocked(points)
     if blocked[0]:
