@@ -33,7 +33,6 @@ import forest  # noqa: E402
 from planner_pkg.planning import frontier  # noqa: E402
 from planner_pkg.planning import planner_manager  # noqa: E402
 from planner_pkg.sim import RunnerConfig, run_episode  # noqa: E402
-from planner_pkg.world import generate_world  # noqa: E402
 
 
 class _Recorder:
@@ -101,15 +100,15 @@ def main(argv=None) -> int:
     ap.add_argument("--speed", type=float, default=6.0, help="max_vel, m/s")
     ap.add_argument("--episodes", type=int, default=4, help="forests (seeds first..first+N-1)")
     ap.add_argument("--first-seed", type=int, default=0)
-    ap.add_argument("--density", type=float, default=0.2, help="trunks per m^2 (forest.py's default)")
+    ap.add_argument("--density", type=float, default=forest.DENSITY, help="trunks per m^2")
     args = ap.parse_args(argv)
     v, acc = args.speed, forest.default_max_acc(args.speed)
     with _Recorder() as rec:
         for seed in range(args.first_seed, args.first_seed + args.episodes):
-            rec.world = generate_world("forest", seed, density=args.density, start=forest.START, goal=forest.GOAL)
+            rec.world = forest.forest_world(seed, args.density)
             rec.planner = forest.make_planner("ego", v, acc, time_scale=1000.0)
             res = run_episode(rec.world, rec.planner, forest.START, forest.GOAL,
-                              RunnerConfig(timeout_s=3.0 * forest.STRAIGHT_M / v + 10.0, seed=seed))
+                              RunnerConfig(timeout_s=forest.episode_timeout_s(v), seed=seed))
             s = res.summary
             print(f"seed {seed}: {s.reason}, {s.time_s:.1f} s, mean {s.mean_speed_mps:.2f} m/s", flush=True)
         limit = rec.planner._stop_limit

@@ -32,11 +32,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 from scipy.optimize import minimize  # noqa: E402
 
-from forest import GOAL, START, STRAIGHT_M, default_max_acc, make_planner  # noqa: E402
+from forest import GOAL, START, default_max_acc, episode_timeout_s, forest_world, make_planner  # noqa: E402
 from planner_pkg.planning import rebound  # noqa: E402
 from planner_pkg.planning.costs import FreeObjective, total_kernel  # noqa: E402
 from planner_pkg.sim import RunnerConfig, run_episode  # noqa: E402
-from planner_pkg.world import generate_world  # noqa: E402
 
 
 def record_problems(seeds, speed: float):
@@ -51,9 +50,9 @@ def record_problems(seeds, speed: float):
     rebound.ReboundOptimizer._minimize = recording
     try:
         for seed in seeds:
-            world = generate_world("forest", seed, density=0.2, start=START, goal=GOAL)
+            world = forest_world(seed)
             planner = make_planner("ego", speed, default_max_acc(speed), 1000.0)
-            run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=3 * STRAIGHT_M / speed + 10, seed=seed))
+            run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=episode_timeout_s(speed), seed=seed))
     finally:
         rebound.ReboundOptimizer._minimize = original
     return recorded

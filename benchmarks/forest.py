@@ -68,6 +68,17 @@ STRAIGHT_M = 40.0
 # --max-feedforward-rate); None = the default
 GAIN_OPTIONS = ("drag_feedforward", "jerk_feedforward", "max_feedforward_rate_rad_s")
 CLEARANCE_TARGET_M = 0.1  # issue 16: successful flights keep this much beyond the vehicle radius
+DENSITY = 0.2  # trunks per m^2 (--density)
+
+
+def forest_world(seed: int, density: float = DENSITY):
+    """The benchmark's forest ``seed``: trunks kept clear of START and GOAL."""
+    return generate_world("forest", seed, density=density, start=START, goal=GOAL)
+
+
+def episode_timeout_s(max_vel: float) -> float:
+    """How long an episode at ``max_vel`` may fly: three times the straight line at that speed, +10 s."""
+    return 3.0 * STRAIGHT_M / max_vel + 10.0
 
 
 class _Commanded:
@@ -145,8 +156,8 @@ def run_forest_episode(cases, item):
     run it in any order); EGO's wall-clock safety nets still see the load (``--time-scale``)."""
     k, seed = item
     c = cases[k]
-    timeout = 3.0 * STRAIGHT_M / c["max_vel"] + 10.0
-    world = generate_world("forest", seed, density=c["density"], start=START, goal=GOAL)
+    timeout = episode_timeout_s(c["max_vel"])
+    world = forest_world(seed, c["density"])
     planner = TimedPlanner(make_planner(c["name"], c["max_vel"], c["max_acc"], c["time_scale"], c["model"], seed,
                                         c.get("overrides")))
     gains = ControllerGains().with_overrides({key: c[key] for key in GAIN_OPTIONS if c.get(key) is not None})
@@ -250,7 +261,7 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=None, help="the policy's model file (default: the shipped one)")
     ap.add_argument("--max-acc", type=float, default=None,
                     help="acceleration limit, m/s^2 (default: min(7, max(3, 1.5 max_vel)): 3 at 2, 6 at 4, 7 at 6 m/s)")
-    ap.add_argument("--density", type=float, default=0.2, help="trunks per m^2")
+    ap.add_argument("--density", type=float, default=DENSITY, help="trunks per m^2")
     ap.add_argument("--time-scale", type=float, default=1.0,
                     help="multiply EGO's wall-clock safety nets by this (>= 1; default 1: as configured)")
     ap.add_argument("--verbose", action="store_true", help="one line per episode")
