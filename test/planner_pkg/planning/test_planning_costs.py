@@ -6,9 +6,9 @@ from scipy.optimize import check_grad
 import autograd_core as ac
 from autograd_core.autograd import gradcheck
 from planner_pkg.planning.costs import (CollisionCost, CostProblem, CostWeights, FeasibilityCost, FitnessCost,
-                                        FreeObjective, SmoothnessCost, TotalCost, collision_kernel, feasibility_kernel,
-                                        distance_kernel, fitness_kernel, smoothness_kernel, total_kernel,
-                                        value_and_grad)
+                                        FreeObjective, SmoothnessCost, TotalCost, collision_kernel, distance_kernel,
+                                        feasibility_kernel, fitness_kernel, smoothness_kernel,
+                                        smoothness_preconditioner, total_kernel, value_and_grad)
 
 N = 14
 
@@ -156,6 +156,66 @@ def test_free_objective_gradient_against_finite_differences():
     x = q[3:N - 3].ravel()
     err = check_grad(lambda v: objective(v)[0], lambda v: objective(v)[1], x, epsilon=1e-7)
     assert err / max(1.0, float(np.linalg.norm(objective(x)[1]))) < 1e-5
+
+
+@pytest.mark.parametrize("lo, hi", [(3, N - 3), (0, N)])
+def test_free_objective_in_a_basis_is_the_total_kernel_of_the_mapped_points(lo, hi):
+    """With a basis M the variables z stand for the free points q[lo:hi] + M z: the value is the
+    total kernel there and the gradient is M^T times its free rows (the chain rule)."""
+    q, problem = full_problem(5, max_jerk=4.0)
+    rng = np.random.default_rng(11)
+    basis = rng.normal(size=(hi - lo, hi - lo)) * 0.3 + np.eye(hi - lo)
+    objective = FreeObjective(problem, q, lo, hi, basis)
+    assert np.array_equal(objective.start(), np.zeros((hi - lo) * 3))
+    np.testing.assert_array_equal(objective.points(objective.start()), q[lo:hi])
+    for _ in range(3):
+        z = rng.normal(scale=0.1, size=(hi - lo) * 3)
+        moved = q.copy()
+        moved[lo:hi] = q[lo:hi] + basis @ z.reshape(-1, 3)
+        np.testing.assert_allclose(objective.points(z), moved[lo:hi], rtol=0, atol=1e-14)
+        f_ref, g_ref = total_kernel(moved, problem)
+        f, g = objective(z)
+        assert f == pytest.approx(f_ref, rel=1e-12, abs=1e-12)
+        np.testing.assert_allclose(g, (basis.T @ g_ref[lo:hi]).ravel(), rtol=1e-10,
+                                   atol=1e-10 * max(1.0, np.abs(g_ref).max()))
+    err = check_grad(lambda v: objective(v)[0], lambda v: objective(v)[1], np.zeros((hi - lo) * 3), epsilon=1e-7)
+    assert err / max(1.0, float(np.linalg.norm(objective(np.zeros((hi - lo) * 3))[1]))) < 1e-5
+
+
+def test_smoothness_preconditioner_whitens_the_smoothness_curvature():
+    """M^T H M = I for H = 2 w_s D^T D + damping I over the free columns: in the new coordinates
+    the smoothness term (plus the damping) has unit curvature in every direction."""
+    q, problem = full_problem(3, CostWeights(smoothness=2.5))
+    lo, hi = 3, N - 3
+    basis = smoothness_preconditioner(problem, lo, hi, 0.1)
+    d = problem.jerk_operator[:, lo:hi]
+    h = 2.0 * 2.5 * d.T @ d + 0.1 * np.eye(hi - lo)
+    np.testing.assert_allclose(basis.T @ h @ basis, np.eye(hi - lo), atol=1e-9)
+    assert np.linalg.cond(h) > 1e3  # what it undoes: the jerk term's bends and wiggles differ a lot
+    # the smoothness kernel's own Hessian, measured through the objective: identity less the damping's share
+    only = CostProblem(N, 0.2, 2.0, 3.0, CostWeights(smoothness=2.5, collision=0.0, feasibility=0.0, fitness=0.0,
+                                                      distance=0.0))
+    objective = FreeObjective(only, q, lo, hi, basis)
+    z0 = np.zeros((hi - lo) * 3)
+    g0 = objective(z0)[1]
+    e = np.zeros_like(z0)
+    e[4] = 1e-3
+    hz = (objective(z0 + e)[1] - g0) / 1e-3
+    expected = np.zeros_like(z0)
+    expected[1::3] = (basis.T @ (2.0 * 2.5 * d.T @ d) @ basis)[:, 1]  # z[4]: point 1, y
+    np.testing.assert_allclose(hz, expected, atol=1e-6)
+    with pytest.raises(ValueError, match="damping"):
+        smoothness_preconditioner(problem, lo, hi, 0.0)
+
+
+def test_free_objective_rejects_a_bad_basis():
+    q, problem = make(0)
+    with pytest.raises(ValueError, match="basis"):
+        FreeObjective(problem, q, 3, N - 3, np.eye(N - 5))
+    bad = np.eye(N - 6)
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="basis"):
+        FreeObjective(problem, q, 3, N - 3, bad)
 
 
 def test_free_objective_rejects_a_bad_range():

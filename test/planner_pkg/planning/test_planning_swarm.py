@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from planner_pkg.planning.bspline import UniformBSpline, fit_cubic
-from planner_pkg.planning.costs import CostProblem, CostWeights, FreeObjective, TotalCost, total_kernel, value_and_grad
+from planner_pkg.planning.costs import (CostProblem, CostWeights, FreeObjective, TotalCost, smoothness_preconditioner,
+                                        total_kernel, value_and_grad)
 from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap
 from planner_pkg.planning.rebound import OptimizerConfig, ReboundOptimizer
 from planner_pkg.planning.swarm import (LocalBroadcast, SwarmConfig, SwarmCost, SwarmPlanContext, SwarmTrajectoryTable,
@@ -101,20 +102,24 @@ def test_fused_total_cost_with_swarm_terms_matches_finite_differences(seed):
     assert ctx.kernel(q, W)[0] > 0
 
 
+@pytest.mark.parametrize("preconditioned", [False, True])
 @pytest.mark.parametrize("hi_from_end", [3, 0])  # fixed end, free end (EGO-Swarm with other drones near)
-def test_free_objective_adds_the_swarm_terms(hi_from_end):
+def test_free_objective_adds_the_swarm_terms(hi_from_end, preconditioned):
     q, ctx, _ = random_problem(1)
     n = q.shape[0]
     problem = CostProblem(n, 0.25, 2.0, 3.0, W)
     problem.swarm = ctx
     hi = n - hi_from_end
-    objective = FreeObjective(problem, q, 3, hi)
+    basis = smoothness_preconditioner(problem, 3, hi, 0.1) if preconditioned else None
+    objective = FreeObjective(problem, q, 3, hi, basis)
     moved = q.copy()
     moved[3:hi] += 0.05
     f_ref, g_ref = total_kernel(moved, problem)
-    f, g = objective(moved[3:hi].ravel())
+    x = moved[3:hi] if basis is None else np.linalg.solve(basis, moved[3:hi] - q[3:hi])
+    f, g = objective(x.ravel())
     assert ctx.kernel(moved, W)[0] > 0 and f == pytest.approx(f_ref, rel=1e-12)
-    np.testing.assert_allclose(g, g_ref[3:hi].ravel(), rtol=1e-10, atol=1e-12)
+    expected = g_ref[3:hi] if basis is None else basis.T @ g_ref[3:hi]
+    np.testing.assert_allclose(g, expected.ravel(), rtol=1e-10, atol=1e-12)
 
 
 def test_swarm_cost_gradient_matches_torch():
