@@ -241,14 +241,14 @@ def summarize_case(case, outs):
 
 def _variant(values):
     """``LABEL KEY=VALUE ...`` -> (label, {dotted key: YAML-parsed value})."""
-    import yaml
+    from planner_pkg import safe_yaml
 
     label, overrides = values[0], {}
     for item in values[1:]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--ego-variant {label}: {item!r} is not KEY=VALUE")
-        overrides[key] = yaml.safe_load(value)
+        overrides[key] = safe_yaml.safe_load(value)
     return label, overrides
 
 

@@ -218,6 +218,8 @@ def _start_viz(args, world):
 def _parse_params(pairs: Sequence[str]) -> dict:
     import yaml
 
+    from planner_pkg import safe_yaml
+
     params = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -225,7 +227,7 @@ def _parse_params(pairs: Sequence[str]) -> dict:
         if not sep or not key:
             raise CliError(f"--param expects KEY=VALUE, got {pair!r}")
         try:
-            params[key] = yaml.safe_load(value) if value.strip() else None
+            params[key] = safe_yaml.safe_load(value) if value.strip() else None
         except yaml.YAMLError as exc:
             raise CliError(f"--param {key}: cannot read value {value!r}: {exc}") from None
         if isinstance(params[key], list):

@@ -430,10 +430,10 @@ def _run_single_process(args, stop: threading.Event) -> int:
     Not one MultiThreadedExecutor for all: rclpy's starves timers and subscriptions when
     several busy nodes share it (ros2/rclpy#1223; a 100 Hz timer ran at 2-3 Hz here)."""
     import rclpy
-    import yaml
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter
 
+    from planner_pkg import safe_yaml
     from planner_pkg.nodes.params import ParameterConfigError
 
     ros_args = ["--ros-args", "--params-file", str(args.params)]
@@ -448,7 +448,7 @@ def _run_single_process(args, stop: threading.Event) -> int:
             raw = node_overrides(args.profile, spec, args)
             for i in range(1, len(raw), 2):
                 name, _, value = raw[i].partition(":=")
-                overrides.append(Parameter(name, value=yaml.safe_load(value)))
+                overrides.append(Parameter(name, value=safe_yaml.safe_load(value)))
             nodes.append(cls(namespace=args.namespace or "", parameter_overrides=overrides))
         for node in nodes:
             executor = SingleThreadedExecutor()

@@ -310,8 +310,11 @@ def read_params_file(path) -> Dict[str, dict]:
     """``{node key: ros__parameters mapping}`` of a ROS 2 parameter YAML (``/**/planner:
     {ros__parameters: {...}}``); ParamsFileError naming the file for text that is not UTF-8,
     malformed YAML, or anything but a mapping of node blocks. Loading never runs code."""
-    import yaml
     from pathlib import Path
+
+    import yaml
+
+    from planner_pkg import safe_yaml
 
     where = str(path)
     try:
@@ -324,7 +327,7 @@ def read_params_file(path) -> Dict[str, dict]:
         raise ParamsFileError(f"parameter file {where!r} is not UTF-8 text (byte {raw[exc.start]:#04x} at offset "
                               f"{exc.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = safe_yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -421,11 +421,13 @@ def config_from_dict(values: Optional[Mapping[str, Any]]) -> PolicyConfig:
 
 
 def _unique_key_loader():
-    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one
-    silently, so a typo'd override would be lost)."""
+    """The project's safe YAML loader (:mod:`planner_pkg.safe_yaml`) refusing a key given twice in
+    one mapping (PyYAML keeps the last one silently, so a typo'd override would be lost)."""
     import yaml
 
-    class UniqueKeyLoader(yaml.SafeLoader):
+    from planner_pkg.safe_yaml import SafeLoader
+
+    class UniqueKeyLoader(SafeLoader):
         def construct_mapping(self, node, deep=False):
             seen = set()
             for key_node, _ in node.value:

@@ -226,13 +226,15 @@ def load_config(path: Union[str, Path]) -> RaceConfig:
     """Read a training YAML file (``config/race/``); raises ConfigError naming the file and key."""
     import yaml
 
+    from planner_pkg import safe_yaml
+
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = safe_yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}") from None
     try:

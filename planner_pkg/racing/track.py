@@ -8,7 +8,7 @@ File format (JSON or YAML, metres, ENU)::
 A gate is a square opening of side ``size`` centred on ``center``, in the vertical plane whose
 normal is ``(cos yaw, sin yaw, 0)``; it is passed by crossing that plane along the normal, inside
 the opening. The gates are flown in list order, lap after lap (after the last, the first again).
-Loading never runs code (``yaml.safe_load``) and every bad value is a :class:`TrackError` naming
+Loading never runs code (``safe_yaml.safe_load``) and every bad value is a :class:`TrackError` naming
 the file, the gate and the key.
 """
 from __future__ import annotations
@@ -137,6 +137,8 @@ def load_track(path: Union[str, Path]) -> Track:
     """Read a track file (.json, .yaml or .yml); raises TrackError naming the file and problem."""
     import yaml
 
+    from planner_pkg import safe_yaml
+
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -147,7 +149,7 @@ def load_track(path: Union[str, Path]) -> Track:
         if suffix == ".json":
             data = json.loads(text)
         elif suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
+            data = safe_yaml.safe_load(text)
         else:
             raise TrackError(f"track file {str(path)!r}: unknown extension {suffix!r}; use .json, .yaml or .yml")
     except (ValueError, yaml.YAMLError) as exc:

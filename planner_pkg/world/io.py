@@ -10,7 +10,7 @@ Format (metres, ENU, ground at z = 0)::
       - {type: box, center: [x, y, z], size: [sx, sy, sz], yaw: 0.0} # yaw optional, radians
       - {type: sphere, center: [x, y, z], radius: r}
 
-Loading never runs code (``yaml.safe_load``, ``json.loads``). Every problem raises
+Loading never runs code (``safe_yaml.safe_load``, ``json.loads``). Every problem raises
 ``WorldFormatError`` naming where it is, e.g.
 ``obstacle 3 (box): key 'size' must be 3 positive finite numbers, got [1, -2, 3]``.
 
@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 import yaml
+
+from planner_pkg import safe_yaml
 
 from .primitives import OBSTACLE_TYPES, FieldError, allowed_keys, real_vector, required_keys
 from .world import MAX_EXTENT_M, MAX_OBSTACLES, World
@@ -181,7 +183,7 @@ def load_world(path: PathLike) -> World:
         raise WorldFormatError(f"{os.fspath(path)}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset "
                                f"{exc.start}); a world file is YAML or JSON in UTF-8") from None
     try:
-        data = yaml.safe_load(text) if kind == "yaml" else json.loads(text)
+        data = safe_yaml.safe_load(text) if kind == "yaml" else json.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise WorldFormatError(f"{os.fspath(path)}: malformed {kind.upper()}: {exc}") from None
     try:

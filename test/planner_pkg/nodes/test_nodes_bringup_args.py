@@ -165,3 +165,13 @@ def test_the_mission_waits_longer_than_the_lockstep_fault_timeout():
     assert bringup.mission_stall_timeout_s(blocks) == pytest.approx(60.0 + 2 / 0.5 + 5.0)
     quick = {"/**/sim_bridge": {"lockstep_fault_timeout_s": 1.0, "status_rate_hz": 10.0}}
     assert bringup.mission_stall_timeout_s(quick) == bringup.MIN_STALL_TIMEOUT_S
+
+
+def test_a_parameter_in_exponent_form_is_read_as_the_number_rcl_reads(tmp_path):
+    """``ego.optimizer.ftol: 1e-4`` is a double to ROS 2's own parser; the bringup's check of the
+    file reads it as one too (PyYAML alone would read the string '1e-4' and refuse the file)."""
+    configs = bringup.node_parameter_configs()
+    path = _params(tmp_path, "exp.yaml", b"/**/planner:\n  ros__parameters: {ego.optimizer.ftol: 1e-4}\n")
+    blocks = read_params_file(path)
+    assert blocks["/**/planner"]["ego.optimizer.ftol"] == 1e-4
+    check_params_file(blocks, configs, path)

@@ -175,6 +175,14 @@ def test_cli_train_exits_2_on_bad_config_files(tmp_path):
         _assert_exit_2(r, str(path), needle)
 
 
+def test_a_learning_rate_in_exponent_form_is_a_number(tmp_path):
+    # "3e-4" is a string to PyYAML's own safe loader (YAML 1.1 wants "3.0e-4"), and was refused
+    path = tmp_path / "lr.yaml"
+    path.write_text("train:\n  lr: 3e-4\n  lr_min: 1e-5\n")
+    cfg = load_config(path)
+    assert cfg.train.lr == 3e-4 and cfg.train.lr_min == 1e-5
+
+
 def test_yaml_merge_keys_still_work(tmp_path):
     path = tmp_path / "merge.yaml"
     path.write_text("train:\n  <<: {iterations: 3, batch_size: 2}\n  iterations: 1\n")
