@@ -127,7 +127,7 @@ class OptimizerConfig(Config):
         (:func:`~planner_pkg.planning.costs.smoothness_preconditioner`; this is its damping, the
         curvature per m^2 given to every free point); 0 = plain L-BFGS on the control points,
         as EGO. The stopping rules (``gtol``, ``ftol``) then apply in those coordinates. On the
-        minimisations of 6 m/s forest flights (benchmarks/ego_optimizer.py) it needs 2.6 x fewer
+        minimisations of 6 m/s forest flights (benchmarks/ego_optimizer.py) it needs 2.4-2.6 x fewer
         iterations and ends at a lower cost (median 0.85 x); 0.1 was the best of 0.01-100.
     astar: the guide-path search.
     """
