@@ -28,6 +28,7 @@ import os
 import sys
 import time
 from dataclasses import replace
+from functools import lru_cache
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -67,9 +68,15 @@ def solve_shipped(q, problem, budget, config):
     return rebound.ReboundOptimizer._minimize(optimizer, q, problem, budget)
 
 
+@lru_cache(maxsize=None)
+def _unpreconditioned(config):
+    # built once per recorded config: a validated replace() costs ~90 us, 2 % of the row's time
+    return replace(config, preconditioner_damping=0.0)
+
+
 def solve_plain(q, problem, budget, config):
     """The shipped solver with the preconditioner off (plain L-BFGS on the control points)."""
-    return solve_shipped(q, problem, budget, replace(config, preconditioner_damping=0.0))
+    return solve_shipped(q, problem, budget, _unpreconditioned(config))
 
 
 def solve_scipy(q, problem, budget, config):
