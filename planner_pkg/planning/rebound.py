@@ -218,6 +218,40 @@ class _Pairs:
         return sum(len(v) for v in self.by_point.values())
 
 
+class _ObstacleSet:
+    """The occupied voxel centres around the curves of one optimize() call (the map does not
+    change during it), read from the map once and cut to each minimisation's box.
+
+    Reading them (``occupied_points``: ``argwhere`` over the box) took ~0.25 ms of the ~0.4 ms a
+    minimisation spent on its obstacles, 7-10 % of the slowest plans at 6 m/s; a mask over the
+    points read is ~20 us. The box read is grown by ``slack_m`` so that later rebounds' boxes
+    stay inside it (else it is read again). Each box gets exactly the points the map gives it.
+    """
+
+    def __init__(self, grid_map, slack_m: float = 0.5):
+        self.map = grid_map
+        self.slack_m = float(slack_m)
+        self.lo = self.hi = None
+        self.points = np.zeros((0, 3))
+        self.reads = 0
+
+    def in_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """(K, 3) m: the occupied voxel centres in the world box ``[lo, hi]`` (as the map's
+        ``occupied_points(lo, hi)``, in the same order)."""
+        if self.lo is None or (lo < self.lo).any() or (hi > self.hi).any():
+            self.lo, self.hi = lo - self.slack_m, hi + self.slack_m
+            self.points = self.map.occupied_points(self.lo, self.hi)
+            self.reads += 1
+        pts = self.points
+        # the map's own rule for a centre in the box (voxel indices, not float comparisons)
+        res, origin = self.map.res, self.map.origin
+        i0 = np.ceil(lo / res - 0.5).astype(np.int64) - origin
+        i1 = np.floor(hi / res - 0.5).astype(np.int64) - origin + 1
+        idx = self.map.local_index(pts)
+        keep = ((idx >= i0) & (idx < i1)).all(axis=1)
+        return pts[keep]
+
+
 class ReboundOptimizer:
     """EGO's rebound optimisation on a :class:`~planner_pkg.planning.grid_map.OccupancyGridMap`."""
 
@@ -243,15 +277,20 @@ class ReboundOptimizer:
             return 0.0
         return float(self.map.config.inflation_m) + self.config.clearance_margin_m
 
-    def _set_obstacles(self, problem: CostProblem, q: np.ndarray) -> None:
+    def _set_obstacles(self, problem: CostProblem, q: np.ndarray, cache: Optional["_ObstacleSet"] = None) -> None:
         """Give ``problem`` the occupied voxels near the control polygon ``q`` (its bounding box
         grown by the safe distance and a voxel: points farther away cannot reach the curve,
-        which lies in the polygon's convex hull)."""
+        which lies in the polygon's convex hull). ``cache``: the :class:`_ObstacleSet` shared by
+        the minimisations of one optimize() call (the same points, read from the map once)."""
         r = self.safe_distance_m
         if r <= 0:
             return
         pad = r + self.map.res
-        problem.set_obstacles(self.map.occupied_points(q.min(axis=0) - pad, q.max(axis=0) + pad), r)
+        lo, hi = q.min(axis=0) - pad, q.max(axis=0) + pad
+        if cache is None:
+            problem.set_obstacles(self.map.occupied_points(lo, hi), r)
+        else:
+            problem.set_obstacles(cache.in_box(lo, hi), r)
 
     def _set_swarm(self, problem: CostProblem, q: np.ndarray) -> None:
         if self.swarm_plan is not None:
@@ -359,6 +398,7 @@ class ReboundOptimizer:
                 return segments[1:]
             return segments
 
+        obstacles = _ObstacleSet(self.map)
         add_pairs(collision_segments(self.map, q, first_edge, last_edge, step), q)
         weights = replace(c.weights, feasibility=c.weights.feasibility * c.rebound_feasibility_scale)
         iterations = evaluations = rebounds = doublings = 0
@@ -368,7 +408,7 @@ class ReboundOptimizer:
         for _ in range(c.max_rebounds + c.max_weight_doublings + 1):
             problem = CostProblem(n, spline.dt, c.max_vel_mps, c.max_acc_mps2, weights, *pairs.arrays(),
                                   max_jerk=self.max_jerk_mps3)
-            self._set_obstacles(problem, q)
+            self._set_obstacles(problem, q, obstacles)
             self._set_swarm(problem, q)
             q, nit, nfev = self._minimize(q, problem, budget - iterations)
             iterations += nit

@@ -152,3 +152,56 @@ def test_an_iteration_budget_is_hard_and_its_result_still_judged():
     assert opt.refine(fast, max_iterations=1).iterations == 1
     none_left = opt.refine(fast, max_iterations=0)  # returned as is, and said so
     assert none_left.status is OptimStatus.TIME_LIMIT and none_left.spline is fast and none_left.iterations == 0
+
+
+def test_the_shared_obstacle_set_gives_each_box_the_maps_points_and_reads_the_map_once():
+    from planner_pkg.planning import rebound
+
+    m = cylinder_map()
+    shared = rebound._ObstacleSet(m, slack_m=0.5)
+    lo, hi = np.array([-1.0, -1.0, 0.5]), np.array([1.0, 1.0, 1.5])
+    rng = np.random.default_rng(3)
+    boxes = [(lo, hi)] + [(lo + d, hi + e) for d, e in rng.uniform(-0.45, 0.45, size=(20, 2, 3))]
+    boxes += [(lo + 0.03, hi - 0.97), (lo + 0.05, lo + 0.05)]  # thin and empty boxes
+    for a, b in boxes:
+        expected = m.occupied_points(a, b)
+        np.testing.assert_array_equal(shared.in_box(a, b), expected)
+    assert shared.reads == 1 and m.occupied_points(lo, hi).shape[0] > 100
+    np.testing.assert_array_equal(shared.in_box(lo + 0.6, hi + 0.6), m.occupied_points(lo + 0.6, hi + 0.6))
+    assert shared.reads == 2  # beyond the slack: read again
+
+
+def test_an_optimize_call_reads_its_obstacles_once_and_plans_as_with_a_read_per_minimisation(monkeypatch):
+    from planner_pkg.planning import rebound
+    from planner_pkg.planning.costs import CostWeights
+
+    m = cylinder_map()
+    calls, reads = [], []
+
+    class Counting(rebound._ObstacleSet):
+        def in_box(self, lo, hi):
+            out = super().in_box(lo, hi)
+            calls[-1] += 1
+            reads[-1] = self.reads
+            return out
+
+    class PerBox(rebound._ObstacleSet):  # the map read for each minimisation's box, as before
+        def in_box(self, lo, hi):
+            return self.map.occupied_points(lo, hi)
+
+    # a weak collision term: the first minimisations leave the line in the trunk, so the weight is
+    # doubled and the minimisation restarted (several problems in one call)
+    for weight, y in ((1e-4, 0.05), (5e-4, 0.05), (2e-3, -0.2), (5e-4, 0.3)):
+        cfg = OptimizerConfig(max_vel_mps=2.0, check_fraction=1.0, max_time_s=10.0, warm_start=False,
+                              weights=CostWeights(collision=weight), max_weight_doublings=8)
+        monkeypatch.setattr(rebound, "_ObstacleSet", Counting)
+        calls.append(0)
+        reads.append(0)
+        shared = ReboundOptimizer(m, cfg).optimize(straight_line(y=y))
+        monkeypatch.setattr(rebound, "_ObstacleSet", PerBox)
+        own = ReboundOptimizer(m, cfg).optimize(straight_line(y=y))
+        assert shared.status is own.status
+        assert (shared.iterations, shared.evaluations, shared.doublings, shared.rebounds) == \
+            (own.iterations, own.evaluations, own.doublings, own.rebounds)
+        np.testing.assert_array_equal(shared.spline.control_points, own.spline.control_points)
+    assert max(calls) >= 3 and sum(reads) < sum(calls)  # several minimisations per call, fewer reads
