@@ -326,8 +326,11 @@ class EgoPlanner:
         attempts = [dict(previous=previous)] if previous is not None else []
         attempts.append(dict(guided=True))
         attempts += [dict(via=via) for via in self._via_points(p, target)]
-        # more thinking time when hovering (GEN_NEW_TRAJ) and after repeated failures
-        scale = min(1.0 + 0.5 * self._failures, self.config.max_time_scale)
+        # more thinking time when hovering (GEN_NEW_TRAJ) and after repeated failures (in flight:
+        # flight_failure_time_scale_step, 0 = none: the next tick tries again)
+        flying = reuse and state.speed >= self.config.turn_first_speed_mps
+        step = self.config.flight_failure_time_scale_step if flying else 0.5
+        scale = min(1.0 + step * self._failures, self.config.max_time_scale)
         if not reuse:
             scale = self.config.max_time_scale
         if reuse and self._failures == 0:
@@ -342,9 +345,8 @@ class EgoPlanner:
             k = self._failures % len(attempts)
             attempts = attempts[k:] + attempts[:k]
         # while flying, one replan spends at most replan_iterations L-BFGS iterations over all its
-        # guesses (x the same scale after failures; the next tick starts from the next guess);
-        # from a hover or (nearly) at rest, each guess has its own budgets
-        flying = reuse and state.speed >= self.config.turn_first_speed_mps
+        # guesses (x the scale; the next tick starts from the next guess); from a hover or
+        # (nearly) at rest, each guess has its own budgets
         budget = int(round(self.config.replan_iterations * scale)) if flying else None
         used = 0
         out = None

@@ -358,10 +358,10 @@ def test_takeoff_towards_an_unseen_wall_in_closed_loop_stops_without_contact():
 
 def test_replans_in_flight_stay_within_their_iteration_budget():
     # every replan while flying spends at most 2 x replan_iterations L-BFGS iterations over all
-    # its guesses (the rebound stages share the budget, a refit gets what was left before it; x
-    # the time scale, 1 + 0.5 per failed plan before it, at most max_time_scale); plans from a
-    # hover have each guess's own budgets; the flight still gets through. Unbudgeted, this
-    # flight's replans take up to ~30 iterations.
+    # its guesses (the rebound stages share the budget, a refit gets what was left before it;
+    # also after failed plans: flight_failure_time_scale_step is 0); plans from a hover have each
+    # guess's own budgets; the flight still gets through. Unbudgeted, this flight's replans take
+    # up to ~30 iterations.
     budget = 12
     planner, result = fly(small_world(), (0.0, 0.0, 1.0), (11.0, 0.0, 1.0), replan_iterations=budget)
     s, st = result.summary, planner.stats
@@ -372,6 +372,37 @@ def test_replans_in_flight_stay_within_their_iteration_budget():
     assert len(after_success) >= 5
     assert budget <= max(after_success) <= 2 * budget  # it binds
     in_flight = [n for n, flying in zip(st.plan_iterations, st.plan_in_flight) if flying]
-    assert max(in_flight) <= 2 * budget * planner.config.max_time_scale
+    assert planner.config.flight_failure_time_scale_step == 0.0 and max(in_flight) <= 2 * budget
     from_hover = [n for n, flying in zip(st.plan_iterations, st.plan_in_flight) if not flying]
     assert from_hover and max(from_hover) > 0
+
+
+@pytest.mark.parametrize("step", [0.0, 0.5])
+def test_the_time_scale_after_failed_plans_grows_in_flight_only_with_its_step(step):
+    """What a replan asks the plan manager for after k failed plans in a row: in flight the time
+    scale 1 + k x flight_failure_time_scale_step (capped at max_time_scale) and the iteration
+    budget replan_iterations x that; nearly at rest 1 + k / 2 and each guess's own budgets."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, flight_failure_time_scale_step=step, replan_iterations=80))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
+    asked = []
+
+    def failing_plan(*args, time_scale=1.0, max_iterations=None, **kwargs):
+        asked.append((time_scale, max_iterations))
+        return PlanOutcome(None, "failed on purpose")
+
+    planner.manager.plan = failing_plan
+    for failures in (1, 3, 20):
+        for speed, flying in ((3.0, True), (0.1, False)):
+            asked.clear()
+            planner._failures = failures
+            state = VehicleState(1.0, [0.0, 0.0, 1.0], [speed, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
+            out = planner._plan(state, reuse=True)
+            assert not out.success and asked
+            expected = min(1.0 + (step if flying else 0.5) * failures, planner.config.max_time_scale)
+            assert all(a[0] == pytest.approx(expected) for a in asked)
+            if flying:
+                assert asked[0][1] == int(round(80 * expected))
+            else:
+                assert {a[1] for a in asked} == {None}
