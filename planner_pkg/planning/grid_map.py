@@ -338,12 +338,18 @@ class OccupancyGridMap:
         hi = np.asarray(hi, dtype=np.float64).reshape(3)
         if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
             raise ValueError(f"occupied_points: the box must be finite, got {lo.tolist()}, {hi.tolist()}")
-        i0 = np.maximum(np.ceil(lo / self.res - 0.5).astype(np.int64) - self.origin, 0)
-        i1 = np.minimum(np.floor(hi / self.res - 0.5).astype(np.int64) - self.origin + 1, self.dims)
+        i0, i1 = self.centre_index_range(lo, hi)
         if (i1 <= i0).any():
             return np.zeros((0, 3))
         sub = self.occupied[i0[0]:i1[0], i0[1]:i1[1], i0[2]:i1[2]]
         return self.index_to_position(np.argwhere(sub) + i0)
+
+    def centre_index_range(self, lo: np.ndarray, hi: np.ndarray):
+        """(i0, i1) (3,) int64 each: the local indices ``i0 <= i < i1`` of the voxels whose centre
+        lies in the world box ``[lo, hi]`` (3,) m, clipped to the window."""
+        i0 = np.maximum(np.ceil(lo / self.res - 0.5).astype(np.int64) - self.origin, 0)
+        i1 = np.minimum(np.floor(hi / self.res - 0.5).astype(np.int64) - self.origin + 1, self.dims)
+        return i0, i1
 
     def is_known(self, points) -> np.ndarray:
         """(N,) bool: has each world point's voxel been observed (inside the window)?"""

@@ -233,6 +233,7 @@ class _ObstacleSet:
         self.slack_m = float(slack_m)
         self.lo = self.hi = None
         self.points = np.zeros((0, 3))
+        self.index = np.zeros((0, 3), np.int64)  # their local voxel indices
         self.reads = 0
 
     def in_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -241,15 +242,12 @@ class _ObstacleSet:
         if self.lo is None or (lo < self.lo).any() or (hi > self.hi).any():
             self.lo, self.hi = lo - self.slack_m, hi + self.slack_m
             self.points = self.map.occupied_points(self.lo, self.hi)
+            self.index = self.map.local_index(self.points)
             self.reads += 1
-        pts = self.points
         # the map's own rule for a centre in the box (voxel indices, not float comparisons)
-        res, origin = self.map.res, self.map.origin
-        i0 = np.ceil(lo / res - 0.5).astype(np.int64) - origin
-        i1 = np.floor(hi / res - 0.5).astype(np.int64) - origin + 1
-        idx = self.map.local_index(pts)
-        keep = ((idx >= i0) & (idx < i1)).all(axis=1)
-        return pts[keep]
+        i0, i1 = self.map.centre_index_range(lo, hi)
+        keep = ((self.index >= i0) & (self.index < i1)).all(axis=1)
+        return self.points[keep]
 
 
 class ReboundOptimizer:
