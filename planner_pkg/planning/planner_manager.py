@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
 import numpy as np
@@ -107,9 +107,7 @@ class PlanManager:
         t0 = time.perf_counter()
         c = self.config
         if guided:
-            astar_cfg = replace(c.astar, max_time_s=c.astar.max_time_s * time_scale,
-                                max_expansions=int(c.astar.max_expansions * time_scale))
-            search = astar_search(self.map, p0, target, astar_cfg)
+            search = astar_search(self.map, p0, target, c.astar.scaled(time_scale))
             if not search.success:
                 return PlanOutcome(None, f"no guide path to the target: {search.message}",
                                    time_s=time.perf_counter() - t0,

@@ -29,6 +29,15 @@ def length(path):
     return float(np.linalg.norm(np.diff(path, axis=0), axis=1).sum())
 
 
+def test_a_scaled_config_multiplies_the_budgets_only():
+    c = AStarConfig(max_expansions=1000, max_time_s=0.05, margin_m=3.0, tie_breaker=2.0)
+    assert c.scaled(1.0) is c
+    s = c.scaled(2.5)
+    assert s.max_expansions == 2500 and s.max_time_s == pytest.approx(0.125)
+    assert replace(s, max_expansions=1000, max_time_s=0.05) == c  # nothing else changed
+    assert c.scaled(2.5) is s  # cached: the planner asks for the same ones every replan
+
+
 def test_straight_and_diagonal_paths_in_free_space_are_shortest():
     m = grid()
     start, goal = np.array([-2.05, 0.05, 1.05]), np.array([2.05, 0.05, 1.05])
