@@ -68,6 +68,8 @@ STRAIGHT_M = 40.0
 # --max-feedforward-rate); None = the default
 GAIN_OPTIONS = ("drag_feedforward", "jerk_feedforward", "max_feedforward_rate_rad_s")
 CLEARANCE_TARGET_M = 0.1  # issue 16: successful flights keep this much beyond the vehicle radius
+REPLAN_TARGET_MS = 20.0  # issue 16: replan time p95
+PLAN_KINDS = ("flight ok", "flight failed", "from rest")
 DENSITY = 0.2  # trunks per m^2 (--density)
 
 
@@ -167,6 +169,8 @@ def run_forest_episode(cases, item):
             "replan_ms": list(stats.replan_ms) if stats is not None else [],
             "replan_cpu_ms": list(stats.replan_cpu_ms) if stats is not None else [],
             "plan_iterations": list(stats.plan_iterations) if stats is not None else [],
+            "plan_in_flight": list(stats.plan_in_flight) if stats is not None else [],
+            "replan_ok": list(stats.replan_ok) if stats is not None else [],
             "fuse_ms": list(stats.fuse_ms) if stats is not None else []}
 
 
@@ -195,6 +199,29 @@ def run_cases(cases, seeds, verbose: bool = False, workers: int = 1, ray_address
     for (k, _), o in zip(items, out["results"]):
         per_case[k].append(o)
     return [summarize_case(c, outs) for c, outs in zip(cases, per_case)]
+
+
+def replan_cpu_by_kind(cpu_ms, in_flight, ok, target_ms: float = REPLAN_TARGET_MS):
+    """EGO's plans split by kind: "flight ok" and "flight failed" (replans in flight, under
+    ``EgoConfig.replan_iterations``) and "from rest" (from a hover or below
+    ``turn_first_speed_mps``: take-off, recovery after a stop; each guess has its own budgets).
+    Per kind: plans, their share of all, CPU p50 / p95 (ms), and how many took more than
+    ``target_ms`` (with their share of all plans over it): which kind the replan time's tail is."""
+    cpu = np.asarray(cpu_ms, dtype=float)
+    flying = np.asarray(in_flight, dtype=bool)
+    good = np.asarray(ok, dtype=bool)
+    if not (cpu.shape == flying.shape == good.shape):
+        raise ValueError(f"one CPU time, flight flag and outcome per plan: {cpu.shape}, {flying.shape}, {good.shape}")
+    over_all = int((cpu > target_ms).sum())
+    out = {}
+    for kind, sel in zip(PLAN_KINDS, (flying & good, flying & ~good, ~flying)):
+        c = cpu[sel]
+        over = int((c > target_ms).sum())
+        out[kind] = {"plans": int(sel.sum()), "share": float(sel.mean()) if cpu.size else float("nan"),
+                     "p50": float(np.percentile(c, 50)) if c.size else float("nan"),
+                     "p95": float(np.percentile(c, 95)) if c.size else float("nan"),
+                     "over": over, "over_share": over / over_all if over_all else float("nan")}
+    return out
 
 
 def summarize_case(case, outs):
@@ -234,6 +261,8 @@ def summarize_case(case, outs):
         "cpu_p50": pct(replan_cpu_ms, 50),
         "cpu_p95": pct(replan_cpu_ms, 95),
         "iterations_p95": pct(plan_iterations, 95),
+        "cpu_by_kind": replan_cpu_by_kind(replan_cpu_ms, [x for o in outs for x in o["plan_in_flight"]],
+                                          [x for o in outs for x in o["replan_ok"]]),
         "fuse_p50": pct(fuse_ms, 50),
         "per_episode": [s.to_dict() for s in rows],
     }
@@ -338,6 +367,20 @@ def main(argv=None) -> int:
           f"{CLEARANCE_TARGET_M:g} m; peak, cmd: highest flown and commanded speed over "
           "all flights / max_vel; times ms; "
           f"total wall {time.perf_counter() - wall0:.0f} s)")
+    ego_rows = [r for r in results if r["kind"] == "ego"]
+    if ego_rows:
+        print()
+        print(f"EGO replan CPU by kind of plan (ms; over: plans above {REPLAN_TARGET_MS:g} ms, and their share of "
+              "all plans above it)")
+        head = f"{'planner':{width}s} {'v_max':>5s} {'plans':>6s} " + " ".join(
+            f"{kind + ': n':>17s} {'p50':>6s} {'p95':>6s} {'over':>10s}" for kind in PLAN_KINDS)
+        print(head)
+        print("-" * len(head))
+        for r in ego_rows:
+            by = r["cpu_by_kind"]
+            cells = " ".join(f"{by[k]['plans']:>10d} ({100 * by[k]['share']:3.0f}%) {by[k]['p50']:6.1f} {by[k]['p95']:6.1f} "
+                             f"{by[k]['over']:>4d} ({100 * by[k]['over_share']:3.0f}%)" for k in PLAN_KINDS)
+            print(f"{r['planner']:{width}s} {r['max_vel']:5.1f} {sum(by[k]['plans'] for k in PLAN_KINDS):6d} {cells}")
     return 0
 
 
