@@ -360,8 +360,8 @@ class EgoPlanner:
                 break
             out = self.manager.plan(p, v, a, target, tvel, state.t, yaw, time_scale=scale,
                                     previous_t=t_ref if "previous" in kw else None,
-                                    max_iterations=None if budget is None else budget - used, **kw)
-            used += (out.optimize.iterations if out.optimize else 0) + (out.refine.iterations if out.refine else 0)
+                                    max_iterations=None if budget is None else int(budget - used), **kw)
+            used += (out.optimize.budget_used if out.optimize else 0) + (out.refine.iterations if out.refine else 0)
             for name, n in out.safety_net_hits().items():
                 hits[name] = hits.get(name, 0) + n
             if out.optimize is not None:

@@ -138,6 +138,12 @@ class OptimizerConfig(Config):
         minimisations of 6 m/s forest flights (benchmarks/ego_optimizer.py) it needs 2.4-2.6 x fewer
         iterations and ends at a lower cost (median 0.85 x); 0.1 was the best of 0.01-100.
     astar: the guide-path search.
+    guide_expansions_per_iteration: the iteration budget (``max_total_iterations``, a call's
+        ``max_iterations``) also pays for the rebound's guide-path searches: this many A*
+        expansions count as one L-BFGS iteration (0 = A* is free, as EGO). An iteration costs
+        ~0.13 ms here and an expansion ~4.6 us, so 28 charges the searches at their CPU cost.
+        A failed replan in flight spends its whole budget plus 2-3 rebounds' searches, and those
+        plans are most of the replan time over 20 ms at 6 m/s (``benchmarks/forest.py``'s split).
     """
 
     max_vel_mps: float = positive(EGO_MAX_VEL_MPS)
@@ -161,6 +167,7 @@ class OptimizerConfig(Config):
     jerk_time_s: float = setting(0.0, range=(0.0, 10.0))
     preconditioner_damping: float = non_negative(0.1)
     astar: AStarConfig = field(default_factory=AStarConfig)
+    guide_expansions_per_iteration: float = non_negative(28.0)
 
 
 @dataclass
@@ -174,6 +181,8 @@ class ReboundResult:
     wall_time_limited: the wall-clock safety net ``max_time_s`` (not the iteration budget) ended
         the optimisation; astar_time_limits: guide-path searches stopped by A*'s ``max_time_s``.
         Both are safety nets: when they fire, the result depends on the machine's speed and load.
+    budget_used: what the call charged to its iteration budget: the iterations plus the
+        guide-path expansions over ``guide_expansions_per_iteration`` (the iterations when 0).
     """
 
     status: OptimStatus
@@ -190,6 +199,7 @@ class ReboundResult:
     time_s: float = 0.0
     wall_time_limited: bool = False
     astar_time_limits: int = 0
+    budget_used: float = 0.0
 
     @property
     def success(self) -> bool:
@@ -373,13 +383,18 @@ class ReboundOptimizer:
         step = c.check_step_m
         res_m = self.map.res
         pairs = _Pairs()
-        stats = {"astar_calls": 0, "astar_failures": 0, "astar_time_limits": 0}
+        stats = {"astar_calls": 0, "astar_failures": 0, "astar_time_limits": 0, "astar_expansions": 0}
+        per_it = c.guide_expansions_per_iteration
+
+        def used() -> float:
+            return iterations + (stats["astar_expansions"] / per_it if per_it > 0 else 0.0)
 
         def add_pairs(segments: List[Segment], qq: np.ndarray) -> int:
             added = 0
             for seg in segments:
                 stats["astar_calls"] += 1
                 path = guide_path(self.map, qq, seg, astar_cfg)
+                stats["astar_expansions"] += path.expansions
                 if not path.success:
                     stats["astar_failures"] += 1
                     if path.status is AStarStatus.TIME_LIMIT:
@@ -414,7 +429,7 @@ class ReboundOptimizer:
                                   max_jerk=self.max_jerk_mps3)
             self._set_obstacles(problem, q, obstacles)
             self._set_swarm(problem, q)
-            q, nit, nfev = self._minimize(q, problem, budget - iterations)
+            q, nit, nfev = self._minimize(q, problem, max(1, int(math.ceil(budget - used()))))
             iterations += nit
             evaluations += nfev
             all_segments = collision_segments(self.map, q, first_edge, last_edge, step)
@@ -424,11 +439,11 @@ class ReboundOptimizer:
             if not segments and hit_t is None:
                 status, message = OptimStatus.SUCCESS, "collision free"
                 break
-            if iterations >= budget or time.perf_counter() - t0 > max_time:
+            if used() >= budget or time.perf_counter() - t0 > max_time:
                 status = OptimStatus.TIME_LIMIT
-                wall_limited = iterations < budget
-                spent = (f"{iterations} L-BFGS iterations" if iterations >= budget
-                         else f"{max_time * 1e3:.0f} ms")
+                wall_limited = used() < budget
+                spent = (f"{max_time * 1e3:.0f} ms" if wall_limited else f"{iterations} L-BFGS iterations"
+                         + (f" and {stats['astar_expansions']} guide-path A* expansions" if per_it > 0 else ""))
                 message = (f"budget spent ({spent}) after {rebounds} rebounds and {doublings} "
                            f"doublings, still in collision")
                 break
@@ -446,7 +461,7 @@ class ReboundOptimizer:
             break
         return ReboundResult(status, UniformBSpline(q, spline.dt), message, iterations, evaluations, rebounds,
                              doublings, stats["astar_calls"], stats["astar_failures"], len(pairs), 1.0,
-                             time.perf_counter() - t0, wall_limited, stats["astar_time_limits"])
+                             time.perf_counter() - t0, wall_limited, stats["astar_time_limits"], used())
 
     # -- time reallocation + anisotropic refit ------------------------------------------------------
     def refine(self, spline: UniformBSpline, max_iterations: Optional[int] = None) -> ReboundResult:

@@ -205,3 +205,42 @@ def test_an_optimize_call_reads_its_obstacles_once_and_plans_as_with_a_read_per_
             (own.iterations, own.evaluations, own.doublings, own.rebounds)
         np.testing.assert_array_equal(shared.spline.control_points, own.spline.control_points)
     assert max(calls) >= 3 and sum(reads) < sum(calls)  # several minimisations per call, fewer reads
+
+
+def test_guide_path_expansions_are_charged_to_the_iteration_budget(monkeypatch):
+    # with guide_expansions_per_iteration = k, every k A* expansions of the rebound's guide-path
+    # searches count as one L-BFGS iteration against the budget (budget_used says how much was
+    # spent): a budget the iterations alone fit is then too small
+    from planner_pkg.planning import collision_pairs
+
+    expansions = []
+    search = collision_pairs.astar_search
+
+    def counting(grid_map, start, goal, config):
+        r = search(grid_map, start, goal, config)
+        expansions.append(r.expansions)
+        return r
+
+    monkeypatch.setattr(collision_pairs, "astar_search", counting)
+    m = cylinder_map()
+    line = straight_line(y=0.05)
+    # plain L-BFGS from the line as it is: pushing it out takes more than 12 iterations
+    kw = dict(max_vel_mps=2.0, check_fraction=1.0, max_time_s=10.0, preconditioner_damping=0.0, warm_start=False)
+    assert OptimizerConfig().guide_expansions_per_iteration == 28.0  # charged by default
+    free = ReboundOptimizer(m, OptimizerConfig(guide_expansions_per_iteration=0.0, **kw)).optimize(line)  # not charged
+    n, searched = free.iterations, sum(expansions)
+    assert free.success and free.budget_used == n > 12 and searched > 20
+    per = searched / (n - 1.0)  # the searches cost all but one of the iterations it needs
+    charged_cfg = OptimizerConfig(guide_expansions_per_iteration=per, **kw)
+    expansions.clear()
+    enough = ReboundOptimizer(m, charged_cfg).optimize(line, max_iterations=2 * n)
+    assert enough.success and enough.iterations == n and sum(expansions) == searched  # the same plan
+    assert enough.budget_used == pytest.approx(2 * n - 1)
+    expansions.clear()
+    short = ReboundOptimizer(m, charged_cfg).optimize(line, max_iterations=n)
+    assert short.status is OptimStatus.TIME_LIMIT and short.iterations == 1
+    assert short.budget_used == pytest.approx(short.iterations + sum(expansions) / per) and short.budget_used >= n
+    assert f"{short.iterations} L-BFGS iterations and {sum(expansions)} guide-path A* expansions" in short.message
+    uncharged = ReboundOptimizer(m, OptimizerConfig(guide_expansions_per_iteration=0.0, **kw)).optimize(
+        line, max_iterations=n)  # the iterations alone fit
+    assert uncharged.success and uncharged.iterations == n
