@@ -1,19 +1,11 @@
 """``benchmarks/forest.py``'s split of EGO's replan CPU by kind of plan (what makes the tail)."""
-import importlib.util
-import os
-
 import numpy as np
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmark_scripts import load_benchmark
 
 
 def _forest_module():
-    path = os.path.join(ROOT, "benchmarks", "forest.py")  # part of the repository: a missing file is a failure
-    spec = importlib.util.spec_from_file_location("_bench_forest_for_split_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("forest", "_bench_forest_for_split_test")
 
 
 def test_replan_cpu_is_split_into_flight_ok_flight_failed_and_from_rest():

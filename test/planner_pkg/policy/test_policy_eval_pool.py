@@ -1,11 +1,10 @@
 """``policy eval`` and ``benchmarks/forest.py`` on the worker pool: episodes spread over 2 local
 Ray actors give the outcomes of the in-process run for the same seeds."""
-import importlib.util
 import os
 
 import pytest
+from benchmark_scripts import load_benchmark
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 #: Summary fields measured on the wall clock (they differ between any two runs); the rest must match.
 WALL_CLOCK = {"wall_time_s", "real_time_factor", "replan_ms_median", "replan_ms_p95"}
 
@@ -19,11 +18,7 @@ def _pid(_context, item):
 
 
 def _forest_module():
-    path = os.path.join(ROOT, "benchmarks", "forest.py")  # part of the repository: a missing file is a failure
-    spec = importlib.util.spec_from_file_location("_bench_forest_for_pool_test", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("forest", "_bench_forest_for_pool_test")
 
 
 def test_two_ray_workers_give_the_in_process_episodes():
