@@ -353,7 +353,7 @@ class EgoPlanner:
         hits: Dict[str, int] = {}
         self._unobserved = None
         for k, kw in enumerate(attempts):
-            if k > 0 and budget is not None and used >= budget:
+            if k > 0 and budget is not None and budget - used < 1:  # not a whole iteration left
                 break
             if k > 0 and time.perf_counter() - t0 > self.config.retry_budget_s * scale:
                 hits["retry_time"] = 1  # guesses left untried for lack of wall time

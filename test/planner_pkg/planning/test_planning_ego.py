@@ -406,3 +406,27 @@ def test_the_time_scale_after_failed_plans_grows_in_flight_only_with_its_step(st
                 assert asked[0][1] == int(round(80 * expected))
             else:
                 assert {a[1] for a in asked} == {None}
+
+
+@pytest.mark.parametrize("spent, second_budget", [(49.6, None), (48.6, 1), (30.0, 20)])
+def test_the_next_guess_of_a_replan_gets_the_whole_iterations_left(spent, second_budget):
+    """A guess's charged budget can be fractional (guide-path expansions count as fractions of an
+    iteration): the next guess runs only with at least one whole iteration left, and gets them."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+    from planner_pkg.planning.rebound import OptimStatus, ReboundResult
+
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, replan_iterations=50))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
+    asked = []
+
+    def failing_plan(*args, time_scale=1.0, max_iterations=None, **kwargs):
+        asked.append(max_iterations)
+        return PlanOutcome(None, "failed on purpose", ReboundResult(OptimStatus.TIME_LIMIT, None, budget_used=spent))
+
+    planner.manager.plan = failing_plan
+    planner._failures = 1  # after a failure a replan in flight tries its guesses in turn
+    state = VehicleState(1.0, [0.0, 0.0, 1.0], [3.0, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
+    out = planner._plan(state, reuse=True)
+    assert not out.success
+    assert asked[0] == 50
+    assert asked[1:2] == ([] if second_budget is None else [second_budget])
