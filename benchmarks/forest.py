@@ -22,8 +22,9 @@ Printed per planner and max_vel:
 - replan p50 / p95: wall time of the ticks that actually planned (EGO only); cpu p50 / p95: their
   CPU time (the planning thread's ``time.thread_time``: on a loaded machine the wall time also
   counts the time other processes held the core);
-- it p95: the L-BFGS iterations of those plans (all initial guesses, both optimiser stages),
-  p95: the same compute counted independently of the machine and its load (EGO only);
+- it p95: the iteration budget those plans charged (all initial guesses, both optimiser stages:
+  L-BFGS iterations plus guide-path A* expansions / guide_expansions_per_iteration), p95: the
+  same compute counted independently of the machine and its load (EGO only);
 - map fuse p50: wall time to fuse one depth frame into the map (EGO only; runs in observe()).
 
 ``--workers N [--ray-address local|auto|ray://host:port]`` spreads the episodes over Ray actors

@@ -90,8 +90,8 @@ class EgoConfig(Config):
         ~0.13 ms here, benchmarks/ego_optimizer.py; a cost evaluation ~80 us, 2/3 of it the
         distance term; the rebound's guide-path searches are charged to it too, see
         ``OptimizerConfig.guide_expansions_per_iteration``). A plan from a hover (GEN_NEW_TRAJ)
-        or from below ``turn_first_speed_mps`` has each guess's own budgets instead. 50 (80 before): in 100
-        forests at 4 m/s (benchmarks/forest.py) the same 98 %, replan CPU p95 19.4 ms against
+        or from below ``turn_first_speed_mps`` has each guess's own budgets instead. 50 (80
+        before): in 100 forests at 4 m/s (benchmarks/forest.py) the same 98 %, replan CPU p95 19.4 ms against
         25.2 (the tail there is replans that spend their budget), mean 3.24 against 3.25 m/s;
         at 6 m/s over 200 forests 195 against 193 reached, p95 22-23 ms against 30-31, mean
         3.74 against 3.77 m/s, but 30 flights under 0.1 m against 22; 40 cost collisions

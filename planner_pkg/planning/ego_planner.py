@@ -64,9 +64,10 @@ class PlannerStats:
     # machine the wall time above also counts the time other processes held the core
     replan_cpu_ms: List[float] = field(default_factory=list)
     replan_ok: List[bool] = field(default_factory=list)
-    # the same plans' L-BFGS iterations (all guesses, both optimiser stages): their compute,
-    # independent of the machine and its load
-    plan_iterations: List[int] = field(default_factory=list)
+    # the same plans' charged iteration budget (all guesses, both optimiser stages): L-BFGS
+    # iterations plus guide-path A* expansions / OptimizerConfig.guide_expansions_per_iteration;
+    # their compute, independent of the machine and its load
+    plan_iterations: List[float] = field(default_factory=list)
     # the same plans: made while flying (within EgoConfig.replan_iterations) rather than from a
     # hover (GEN_NEW_TRAJ) or (nearly) at rest
     plan_in_flight: List[bool] = field(default_factory=list)

@@ -386,9 +386,6 @@ class ReboundOptimizer:
         stats = {"astar_calls": 0, "astar_failures": 0, "astar_time_limits": 0, "astar_expansions": 0}
         per_it = c.guide_expansions_per_iteration
 
-        def used() -> float:
-            return iterations + (stats["astar_expansions"] / per_it if per_it > 0 else 0.0)
-
         def add_pairs(segments: List[Segment], qq: np.ndarray) -> int:
             added = 0
             for seg in segments:
@@ -421,6 +418,10 @@ class ReboundOptimizer:
         add_pairs(collision_segments(self.map, q, first_edge, last_edge, step), q)
         weights = _rebound_weights(c.weights, c.rebound_feasibility_scale)
         iterations = evaluations = rebounds = doublings = 0
+
+        def used() -> float:  # the budget charged so far: iterations + guide-path expansions / per_it
+            return iterations + (stats["astar_expansions"] / per_it if per_it > 0 else 0.0)
+
         check_t1 = spline.dt * max(0, int(round((n - 1) * c.check_fraction)) - 1)
         status, message = OptimStatus.COLLISION, ""
         wall_limited = False
