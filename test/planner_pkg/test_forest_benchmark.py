@@ -15,14 +15,20 @@ def test_replan_cpu_is_split_into_flight_ok_flight_failed_and_from_rest():
     flying = [True] * 8 + [False] * 2
     ok = [True] * 5 + [False] * 3 + [False, True]
     by = forest.replan_cpu_by_kind(cpu, flying, ok, target_ms=20.0)
-    assert list(by) == ["flight ok", "flight failed", "from rest"]
-    assert [by[k]["plans"] for k in by] == [5, 3, 2]
-    assert [by[k]["share"] for k in by] == pytest.approx([0.5, 0.3, 0.2])
-    assert [by[k]["over"] for k in by] == [1, 2, 1]  # 25 | 30, 21 | 90 above 20 ms
-    assert [by[k]["over_share"] for k in by] == pytest.approx([0.25, 0.5, 0.25])
+    assert list(by) == ["flight ok", "flight failed", "from rest", "in flight"]
+    kinds = ["flight ok", "flight failed", "from rest"]
+    assert [by[k]["plans"] for k in kinds] == [5, 3, 2]
+    assert [by[k]["share"] for k in kinds] == pytest.approx([0.5, 0.3, 0.2])
+    assert [by[k]["over"] for k in kinds] == [1, 2, 1]  # 25 | 30, 21 | 90 above 20 ms
+    assert [by[k]["over_share"] for k in kinds] == pytest.approx([0.25, 0.5, 0.25])
     assert by["flight ok"]["p50"] == pytest.approx(np.percentile([1, 2, 3, 4, 25], 50))
     assert by["flight failed"]["p95"] == pytest.approx(np.percentile([30, 10, 21], 95))
     assert by["from rest"]["p50"] == pytest.approx(47.5)
+    # every replan made while flying, ok or failed: the first 8
+    fl = by["in flight"]
+    assert (fl["plans"], fl["over"]) == (8, 3)
+    assert (fl["share"], fl["over_share"]) == pytest.approx((0.8, 0.75))
+    assert fl["p95"] == pytest.approx(np.percentile(cpu[:8], 95))
 
 
 def test_replan_cpu_split_of_no_plans_and_of_mismatched_lists():
