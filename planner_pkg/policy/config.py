@@ -201,6 +201,10 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     ray_clearance: squared hinge of the clearance below ``ray_clearance_range_m`` at probe points
         ``ray_clearance_probes_m`` ahead along the horizontal flight direction (speed-invariant:
         it asks for a turn, never for braking). 0 (default) = off: older configs train as before.
+        ``ray_clearance_lookahead_s`` (s, per probe; default (0, 0) = fixed distances): probe k
+        lies at ``max(probes_m[k], speed x lookahead_s[k])``, the speed not differentiated, so a
+        fast vehicle probes as far ahead in time as a slow one (at 7 m/s, 0.35 / 0.7 s put the
+        probes at 2.45 / 4.9 m; below 4.3 m/s they stay at 1.5 / 3 m).
     acceleration, jerk: mean squared command and per-step command change.
     altitude: squared excursion outside ``altitude_band_m``.
     margin_m: range of the per-episode safety margin (also a network input); the clearance is
@@ -238,6 +242,7 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     collision_sharpness_per_m: float = _positive(32.0)
     ray_clearance_range_m: float = _positive(0.5)
     ray_clearance_probes_m: Tuple[float, float] = _pair((1.5, 3.0), 0.0, low_open=True)
+    ray_clearance_lookahead_s: Tuple[float, float] = _pair((0.0, 0.0), 0.0)
     altitude_band_m: Tuple[float, float] = _pair((0.5, 4.0))
     margin_m: Tuple[float, float] = _pair((0.1, 0.3), 0.0)
     avoidance_closing_gradient: bool = True

@@ -83,21 +83,32 @@ def collision_loss(clearance, sharpness: float):
     return F.softplus(clearance * (-sharpness)).mean()
 
 
-def ray_probes(position, velocity, distances_m, min_speed_mps: float = 0.5):
+def ray_probes(position, velocity, distances_m, min_speed_mps: float = 0.5, lookahead_s=None):
     """Probe points (K, B, 3) Tensor ahead of ``position`` (B, 3) along the horizontal direction of
     ``velocity`` (B, 3) Tensors, at each of ``distances_m`` (K,) metres, and their (B,) weights:
     ``min(|v_xy| / min_speed_mps, 1)``, not differentiated (the direction of a vehicle at rest means
     nothing). Only the direction is differentiated (the probes turn with the velocity): the speed
     cancels out of it, and the position is taken as given, since moving it back along the path (by
-    flying slower earlier) would otherwise also pay."""
+    flying slower earlier) would otherwise also pay.
+
+    ``lookahead_s`` (K,) seconds, optional: probe k lies at ``max(distances_m[k], |v_xy| x
+    lookahead_s[k])``, so a fast vehicle looks as far ahead in time as it needs to swerve. That
+    distance is computed from the speed's value only (not differentiated): the gradient still turns
+    the probes and never asks for less speed."""
     vxy = velocity[:, 0:2]
     speed2 = (vxy * vxy).sum(dim=1, keepdim=True)
     direction = vxy / ag.sqrt(speed2 + 1e-6)
     zeros = ag.zeros((position.shape[0], 1), dtype=position.dtype)
     heading = ag.cat([direction, zeros], dim=1)
     base = position.detach()
-    probes = ag.stack([base + heading * float(d) for d in distances_m])
     speed = np.sqrt(speed2.detach().numpy()[:, 0])
+    if lookahead_s is None:
+        probes = ag.stack([base + heading * float(d) for d in distances_m])
+    else:
+        if len(lookahead_s) != len(distances_m):
+            raise ValueError(f"one look-ahead time per probe distance: {len(lookahead_s)} and {len(distances_m)}")
+        reach = [np.maximum(float(d), speed * float(t))[:, None] for d, t in zip(distances_m, lookahead_s)]
+        probes = ag.stack([base + heading * ag.tensor(r, dtype=position.dtype) for r in reach])
     weights = np.minimum(speed / float(min_speed_mps), 1.0)
     return probes, weights
 

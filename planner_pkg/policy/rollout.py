@@ -128,6 +128,8 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     drag_ff = cfg.network.velocity_prior_drag_per_s if cfg.loss.acceleration_beyond_drag else 0.0
     v_before = []
     ray_on = cfg.loss.ray_clearance > 0  # probes ahead along the flight direction (losses.ray_probes)
+    # (0, 0): the probes at their fixed distances, as before the look-ahead times existed
+    ray_lookahead = cfg.loss.ray_clearance_lookahead_s if any(cfg.loss.ray_clearance_lookahead_s) else None
     ray_clear, ray_weights = [], []
     targets, truths, dts = [], [], []
     raw_dist = np.empty((steps, b))
@@ -154,7 +156,8 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         dist = world_distance(sim.position, ep.worlds, ep.agent_world)
         clearances.append(dist - radius - margin)
         if ray_on:
-            probes, weights = L.ray_probes(sim.position, sim.velocity, cfg.loss.ray_clearance_probes_m)
+            probes, weights = L.ray_probes(sim.position, sim.velocity, cfg.loss.ray_clearance_probes_m,
+                                           lookahead_s=ray_lookahead)
             k = probes.shape[0]
             probe_dist = world_distance(probes.reshape(k * b, 3), ep.worlds, np.tile(ep.agent_world, k))
             ray_clear.append(probe_dist.reshape(k, b) - radius - margin)

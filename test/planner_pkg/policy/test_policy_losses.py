@@ -203,3 +203,45 @@ def test_ray_clearance_weight_zero_leaves_the_loss_as_before():
     terms = {"velocity": _t(1.0), "ray_clearance": _t(5.0)}
     assert L.total_loss(terms, LossConfig(velocity=1.0)).item() == pytest.approx(1.0)
     assert L.total_loss(terms, LossConfig(velocity=1.0, ray_clearance=0.5)).item() == pytest.approx(3.5)
+
+
+def test_ray_probes_with_lookahead_times_reach_further_at_speed():
+    """Probe k at max(distance_k, speed x lookahead_k): 1.5 / 3 m below 4.3 m/s, 2.8 / 5.6 m at 8 m/s
+    (0.35 / 0.7 s); the weights are as without; a time per probe is required."""
+    p = _t([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
+    v = _t([[2.0, 0.0, 0.0], [0.0, 8.0, 0.0], [-6.0, 0.0, 3.0]])
+    probes, weights = L.ray_probes(p, v, (1.5, 3.0), lookahead_s=(0.35, 0.7))
+    got = probes.detach().numpy()
+    np.testing.assert_allclose(got[:, 0], [[1.5, 0.0, 1.0], [3.0, 0.0, 1.0]], atol=1e-6)
+    np.testing.assert_allclose(got[:, 1], [[0.0, 2.8, 1.0], [0.0, 5.6, 1.0]], atol=1e-5)
+    np.testing.assert_allclose(got[:, 2], [[1.0 - 2.1, 1.0, 1.0], [1.0 - 4.2, 1.0, 1.0]], atol=1e-5)  # climb ignored
+    np.testing.assert_allclose(weights, L.ray_probes(p, v, (1.5, 3.0))[1])
+    with pytest.raises(ValueError, match="one look-ahead time per probe"):
+        L.ray_probes(p, v, (1.5, 3.0), lookahead_s=(0.35,))
+
+
+def test_ray_clearance_with_lookahead_still_only_turns():
+    """A trunk 4.5 m ahead, 0.3 m left: at 7 m/s only the look-ahead probe (4.9 m) sees it; the
+    gradient on the velocity has no along-track part (the reach is not differentiated), points
+    away from the trunk and matches central differences across the track. Fixed probes at 1.5 / 3
+    m see nothing there."""
+    world = World((-10, -10, 0), (10, 10, 5), [Cylinder((4.5, 0.3), 0.4, 5.0)], ground=False)
+    p = _t([[0.0, 0.0, 1.0]])
+
+    def value(vel, lookahead=(0.35, 0.7)):
+        probes, w = L.ray_probes(p, vel, (1.5, 3.0), lookahead_s=lookahead)
+        k = probes.shape[0]
+        d = world_distance(probes.reshape(k, 3), [world], np.zeros(k, dtype=int)).reshape(k, 1)
+        return L.ray_clearance_loss(d[None], w[None], 0.5)
+
+    v0 = np.array([[7.0, 0.0, 0.0]])
+    v = _t(v0, grad=True)
+    out = value(v)
+    assert out.item() > 0
+    assert value(_t(v0), lookahead=None).item() == 0.0
+    out.backward()
+    g = v.grad.numpy()[0]
+    assert abs(g[0]) < 1e-6 * np.abs(g).max() and g[2] == 0.0 and g[1] > 0
+    e = np.array([[0.0, 1e-6, 0.0]])
+    fd = (value(_t(v0 + e)).item() - value(_t(v0 - e)).item()) / 2e-6
+    assert g[1] == pytest.approx(fd, rel=1e-4)

@@ -177,3 +177,28 @@ def test_rollout_ray_clearance_term_is_the_hinge_at_probes_ahead():
     net.zero_grad()
     on.terms["ray_clearance"].backward()
     assert sum(float(np.abs(p.grad.numpy()).sum()) for p in net.parameters() if p.grad is not None) > 0
+
+
+def test_rollout_passes_the_ray_probes_lookahead_times(monkeypatch):
+    """``loss.ray_clearance_lookahead_s`` reaches the probes (the default (0, 0): fixed distances)."""
+    from planner_pkg.policy import losses
+    from planner_pkg.policy.env import sample_episode
+    from planner_pkg.policy.network import PolicyNet
+    from planner_pkg.policy.rollout import run_rollout
+
+    seen = []
+    real = losses.ray_probes
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("lookahead_s"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(losses, "ray_probes", spy)
+    base = load_config(SMOKE).replace(train={"steps": 3}, env={"speed_mps": [4.0, 4.0]}, loss={"ray_clearance": 1.0})
+    ag.manual_seed(0)
+    net = PolicyNet(base.network, base.observation)
+    for cfg, want in ((base, None), (base.replace(loss={"ray_clearance_lookahead_s": [0.25, 0.5]}), (0.25, 0.5))):
+        seen.clear()
+        rng = np.random.default_rng(3)
+        run_rollout(net, sample_episode(cfg, 2, rng), cfg, rng, cfg.train.steps)
+        assert len(seen) == 3 and all((s if s is None else tuple(s)) == want for s in seen)
