@@ -7,8 +7,9 @@ log-odds occupancy value; a frame is fused by casting one ray per point from the
 the voxels the ray passes through get a *miss*, the voxel of the end point a *hit* (each voxel
 at most one update per frame, hits win, as in EGO-Planner), values are clamped, and a voxel is
 occupied when its probability reaches ``prob_occupied``. Occupied voxels are inflated by a cube
-of half-width ``ceil(inflation_m / resolution_m)`` voxels (EGO inflates by a cube as well); the
-inflation is refreshed lazily, only inside the bounding box of voxels whose state changed.
+of half-width ``ceil(inflation_m / resolution_m)`` voxels (EGO inflates by a cube as well), or by
+a vertical cylinder of that radius (``inflation_shape``); the inflation is refreshed lazily, only
+inside the bounding box of voxels whose state changed.
 
 Planning queries (``is_blocked``, ``blocked_array``) see: inflated occupied voxels, the virtual
 floor and ceiling (``floor_m``, ``ceiling_m``), and unknown voxels (inside the window or outside
@@ -23,10 +24,11 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from planner_pkg.planning.grid_map_config import GridMapConfig, UnknownPolicy, logit
+from planner_pkg.planning.grid_map_config import GridMapConfig, InflationShape, UnknownPolicy, logit
 from planner_pkg.types import CameraIntrinsics, quaternion_to_matrix
 
-__all__ = ["UnknownPolicy", "GridMapConfig", "OccupancyGridMap", "logit", "dilate"]
+__all__ = ["UnknownPolicy", "InflationShape", "GridMapConfig", "OccupancyGridMap", "logit", "dilate",
+           "dilate_cylinder"]
 
 
 def dilate(a: np.ndarray, r: int) -> np.ndarray:
@@ -41,6 +43,43 @@ def dilate(a: np.ndarray, r: int) -> np.ndarray:
             lo[axis], hi[axis] = slice(k, None), slice(None, n - k)
             out[tuple(lo)] |= src[tuple(hi)]
             out[tuple(hi)] |= src[tuple(lo)]
+    return out
+
+
+def _shift_or(out: np.ndarray, src: np.ndarray, axis: int, k: int) -> None:
+    """out |= src shifted by +k and by -k voxels along ``axis`` (what leaves the array is dropped)."""
+    n = src.shape[axis]
+    if k >= n:
+        return
+    lo = [slice(None)] * 3
+    hi = [slice(None)] * 3
+    lo[axis], hi[axis] = slice(k, None), slice(None, n - k)
+    out[tuple(lo)] |= src[tuple(hi)]
+    out[tuple(hi)] |= src[tuple(lo)]
+
+
+def dilate_cylinder(a: np.ndarray, r: int) -> np.ndarray:
+    """Binary dilation of a 3-D bool array (x, y, z) by a vertical cylinder: the voxels (dx, dy)
+    with dx^2 + dy^2 <= r^2 in each layer, +-r layers in z. Each disk row |dy| = j spans
+    |dx| <= floor(sqrt(r^2 - j^2)): an x-dilation by that half-width, shifted by +-j in y."""
+    if r <= 0:
+        return a.copy()
+    out = np.zeros_like(a)
+    widened = {}
+    for j in range(r + 1):
+        w = int(math.isqrt(r * r - j * j))
+        if w not in widened:
+            grown = a.copy()
+            for k in range(1, w + 1):
+                _shift_or(grown, a, 0, k)
+            widened[w] = grown
+        if j == 0:
+            out |= widened[w]
+        else:
+            _shift_or(out, widened[w], 1, j)
+    src = out.copy()
+    for k in range(1, r + 1):
+        _shift_or(out, src, 2, k)
     return out
 
 
@@ -284,7 +323,7 @@ class OccupancyGridMap:
         slo = np.maximum(lo - r, 0)
         shi = np.minimum(hi + r, self.dims - 1)
         src = self.occupied[slo[0]:shi[0] + 1, slo[1]:shi[1] + 1, slo[2]:shi[2] + 1]
-        grown = dilate(src, r)
+        grown = dilate_cylinder(src, r) if self.config.inflation_shape is InflationShape.CYLINDER else dilate(src, r)
         off = lo - slo
         size = hi - lo + 1
         block = grown[off[0]:off[0] + size[0], off[1]:off[1] + size[1], off[2]:off[2] + size[2]]

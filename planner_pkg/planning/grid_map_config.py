@@ -8,7 +8,7 @@ from typing import Tuple
 
 from planner_pkg.config_schema import Config, non_negative, positive, setting
 
-__all__ = ["UnknownPolicy", "GridMapConfig", "logit", "MAX_VOXELS", "BYTES_PER_VOXEL"]
+__all__ = ["UnknownPolicy", "InflationShape", "GridMapConfig", "logit", "MAX_VOXELS", "BYTES_PER_VOXEL"]
 
 #: Memory cap of the local window: at most this many voxels (2**25, about 33.5 million). The map
 #: keeps ``BYTES_PER_VOXEL`` bytes per voxel (float32 log-odds, occupied, blocked and a scratch
@@ -24,6 +24,13 @@ class UnknownPolicy(enum.Enum):
 
     FREE = "free"  # optimistic, EGO-Planner's behaviour: plan through unknown space
     OCCUPIED = "occupied"  # conservative: only observed-free space is usable
+
+
+class InflationShape(enum.Enum):
+    """The shape occupied voxels are grown by (half-width / radius ``ceil(inflation_m / res)`` voxels)."""
+
+    CUBE = "cube"  # EGO-Planner's: +-r voxels along each axis (r sqrt(2) along a horizontal diagonal)
+    CYLINDER = "cylinder"  # a vertical cylinder: a horizontal disk of radius r voxels, +-r in z
 
 
 def _bytes(n: float) -> str:
@@ -58,6 +65,10 @@ class GridMapConfig(Config):
     clear_ray_stride: only every k-th ray clears free space (all rays mark hits): clearing is the
         expensive part and neighbouring rays pass through nearly the same voxels.
     inflation_m: obstacles are grown by this much (the vehicle radius), m.
+    inflation_shape: :class:`InflationShape` (or its string value): the cube (EGO's) grows an
+        obstacle by up to sqrt(2) x ``inflation_m`` along a horizontal diagonal, which closes
+        gaps between trunks that a round vehicle fits through; the cylinder grows it by the same
+        distance in every horizontal direction.
     floor_m, ceiling_m: planning queries treat z below / above these as blocked, m.
     unknown: :class:`UnknownPolicy` (or its string value).
 
@@ -79,6 +90,7 @@ class GridMapConfig(Config):
     floor_m: float = 0.5
     ceiling_m: float = 3.0
     unknown: UnknownPolicy = UnknownPolicy.FREE
+    inflation_shape: InflationShape = InflationShape.CUBE
 
     def _check(self):
         if not all(s >= 4 * self.resolution_m for s in self.size_m):

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap, UnknownPolicy
+from planner_pkg.config_schema import ConfigError
+from planner_pkg.planning.grid_map import (GridMapConfig, InflationShape, OccupancyGridMap, UnknownPolicy, dilate,
+                                           dilate_cylinder)
 from planner_pkg.types import CameraIntrinsics
 
 ORIGIN = np.array([0.0, 0.0, 1.0])
@@ -66,6 +68,45 @@ def test_inflation_is_a_cube_of_the_configured_radius():
     blocked = m.is_blocked(pt + offsets)
     inside = (np.abs(offsets) <= 0.2 + 1e-9).all(axis=1)
     np.testing.assert_array_equal(blocked, inside)
+
+
+def test_inflation_can_be_a_vertical_cylinder_of_the_configured_radius():
+    """``inflation_shape: cylinder``: a voxel (dx, dy, dz) from an occupied one is blocked iff
+    dx^2 + dy^2 <= r^2 and |dz| <= r (r = 3 voxels here); the cube blocks the corners too."""
+    pt = np.array([[3.05, 0.05, 1.05]])
+    offsets = np.array([[dx, dy, dz] for dx in range(-4, 5) for dy in range(-4, 5) for dz in range(-4, 5)])
+    got = {}
+    for shape in ("cylinder", "cube"):
+        m = new_map(inflation_m=0.3, inflation_shape=shape)
+        for _ in range(3):
+            m.insert_point_cloud(ORIGIN, pt)
+        got[shape] = m.is_blocked(pt + offsets * 0.1)
+    disk = (offsets[:, 0] ** 2 + offsets[:, 1] ** 2 <= 9) & (np.abs(offsets[:, 2]) <= 3)
+    np.testing.assert_array_equal(got["cylinder"], disk)
+    np.testing.assert_array_equal(got["cube"], (np.abs(offsets) <= 3).all(axis=1))
+    # a round vehicle fits the diagonal the cube closes: (3, 2) and (2, 3) voxels off
+    assert got["cube"][(offsets == [3, 2, 0]).all(axis=1)][0] and not got["cylinder"][(offsets == [3, 2, 0]).all(axis=1)][0]
+
+
+def test_cylinder_dilation_matches_a_brute_force_one():
+    rng = np.random.default_rng(4)
+    for r in range(0, 5):
+        a = rng.random((13, 11, 9)) < 0.02
+        want = np.zeros_like(a)
+        for x, y, z in zip(*np.nonzero(a)):
+            for dx in range(-r, r + 1):
+                for dy in range(-r, r + 1):
+                    if dx * dx + dy * dy <= r * r and 0 <= x + dx < a.shape[0] and 0 <= y + dy < a.shape[1]:
+                        want[x + dx, y + dy, max(z - r, 0):z + r + 1] = True
+        np.testing.assert_array_equal(dilate_cylinder(a, r), want)
+        assert (dilate_cylinder(a, r) <= dilate(a, r)).all()  # inside the cube
+
+
+def test_inflation_shape_is_validated():
+    assert GridMapConfig().inflation_shape is InflationShape.CUBE  # EGO's, the default
+    assert GridMapConfig(inflation_shape="cylinder").inflation_shape is InflationShape.CYLINDER
+    with pytest.raises((ConfigError, ValueError), match="inflation_shape"):
+        GridMapConfig(inflation_shape="sphere")
 
 
 def test_depth_image_marks_the_surface_and_no_return_pixels_clear():
