@@ -36,13 +36,8 @@ def dilate(a: np.ndarray, r: int) -> np.ndarray:
     out = a.copy()
     for axis in range(3):
         src = out.copy() if r > 0 else out
-        n = a.shape[axis]
-        for k in range(1, min(r, n - 1) + 1):
-            lo = [slice(None)] * 3
-            hi = [slice(None)] * 3
-            lo[axis], hi[axis] = slice(k, None), slice(None, n - k)
-            out[tuple(lo)] |= src[tuple(hi)]
-            out[tuple(hi)] |= src[tuple(lo)]
+        for k in range(1, r + 1):
+            _shift_or(out, src, axis, k)
     return out
 
 

@@ -102,6 +102,17 @@ def test_cylinder_dilation_matches_a_brute_force_one():
         assert (dilate_cylinder(a, r) <= dilate(a, r)).all()  # inside the cube
 
 
+def test_cube_dilation_matches_a_brute_force_one():
+    """Also where the radius exceeds an axis (3 layers in z, r up to 4)."""
+    rng = np.random.default_rng(5)
+    for r in range(0, 5):
+        a = rng.random((13, 11, 3)) < 0.03
+        want = np.zeros_like(a)
+        for x, y, z in zip(*np.nonzero(a)):
+            want[max(x - r, 0):x + r + 1, max(y - r, 0):y + r + 1, max(z - r, 0):z + r + 1] = True
+        np.testing.assert_array_equal(dilate(a, r), want)
+
+
 def test_inflation_shape_is_validated():
     assert GridMapConfig().inflation_shape is InflationShape.CUBE  # EGO's, the default
     assert GridMapConfig(inflation_shape="cylinder").inflation_shape is InflationShape.CYLINDER
