@@ -96,6 +96,10 @@ class EgoConfig(Config):
         at 6 m/s over 200 forests 195 against 193 reached, p95 22-23 ms against 30-31, mean
         3.74 against 3.77 m/s, but 30 flights under 0.1 m against 22; 40 cost collisions
         (96 % at 6 m/s).
+    rest_plan_iterations: L-BFGS iteration budget of one plan from a hover or (nearly) at rest
+        over all its initial guesses, as ``replan_iterations`` is in flight (not scaled by
+        ``max_time_scale``); the vehicle holds its position meanwhile and the next tick starts
+        from the next guess. 0: each guess has its own budgets (x ``max_time_scale``).
     max_time_scale: the optimiser, A* and retry time budgets are multiplied by up to this much
         when planning from a hover (GEN_NEW_TRAJ) and after consecutive failed replans.
     flight_failure_time_scale_step: after ``k`` failed plans in a row, the next replan in flight
@@ -153,6 +157,7 @@ class EgoConfig(Config):
     max_consecutive_failures: int = setting(40, range=(1, math.inf))
     retry_budget_s: float = positive(0.05)
     replan_iterations: int = setting(50, range=(1, math.inf))
+    rest_plan_iterations: int = setting(0, range=(0, math.inf))
     max_time_scale: float = positive(4.0)
     flight_failure_time_scale_step: float = non_negative(0.0)
     turn_first_rad: float = positive(0.8)

@@ -347,8 +347,11 @@ class EgoPlanner:
             attempts = attempts[k:] + attempts[:k]
         # while flying, one replan spends at most replan_iterations L-BFGS iterations over all its
         # guesses (x the scale; the next tick starts from the next guess); from a hover or
-        # (nearly) at rest, each guess has its own budgets
-        budget = int(round(self.config.replan_iterations * scale)) if flying else None
+        # (nearly) at rest rest_plan_iterations (unscaled), or with 0 each guess its own budgets
+        if flying:
+            budget = int(round(self.config.replan_iterations * scale))
+        else:
+            budget = self.config.rest_plan_iterations or None
         used = 0
         out = None
         hits: Dict[str, int] = {}

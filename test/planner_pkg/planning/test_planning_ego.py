@@ -408,6 +408,37 @@ def test_the_time_scale_after_failed_plans_grows_in_flight_only_with_its_step(st
                 assert {a[1] for a in asked} == {None}
 
 
+@pytest.mark.parametrize("rest_budget", [0, 100])
+def test_a_plan_from_rest_shares_rest_plan_iterations_over_its_guesses(rest_budget):
+    """From a hover (and nearly at rest) with rest_plan_iterations R > 0 the guesses share R
+    L-BFGS iterations (not scaled), the next guess getting what the previous ones left; with 0
+    every guess has its own budgets (max_iterations None) and all of them are tried."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+    from planner_pkg.planning.rebound import OptimStatus, ReboundResult
+
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, rest_plan_iterations=rest_budget))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
+    asked = []
+
+    def failing_plan(*args, time_scale=1.0, max_iterations=None, **kwargs):
+        asked.append((time_scale, max_iterations))
+        return PlanOutcome(None, "failed on purpose", ReboundResult(OptimStatus.COLLISION, None, budget_used=60.0))
+
+    planner.manager.plan = failing_plan
+    for reuse, speed in ((False, 0.0), (True, 0.1)):  # a hover (GEN_NEW_TRAJ); a replan nearly at rest
+        asked.clear()
+        planner._failures = 1
+        state = VehicleState(1.0, [0.0, 0.0, 1.0], [speed, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
+        out = planner._plan(state, reuse=reuse)
+        assert not out.success
+        if rest_budget:
+            assert [a[1] for a in asked] == [100, 40]
+        else:
+            assert len(asked) >= 3 and {a[1] for a in asked} == {None}
+        scale = planner.config.max_time_scale if not reuse else 1.5
+        assert all(a[0] == pytest.approx(scale) for a in asked)
+
+
 @pytest.mark.parametrize("spent, second_budget", [(49.6, None), (48.6, 1), (30.0, 20)])
 def test_the_next_guess_of_a_replan_gets_the_whole_iterations_left(spent, second_budget):
     """A guess's charged budget can be fractional (guide-path expansions count as fractions of an
