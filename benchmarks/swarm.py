@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
+from planner_pkg import safe_yaml  # noqa: E402
 from planner_pkg.app.swarm import build_swarm, fly_swarm, plot_swarm, swarm_summary  # noqa: E402
 from planner_pkg.world import World, generate_world  # noqa: E402
 
@@ -97,7 +98,8 @@ def _seeds(text: str):
     return out
 
 
-def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot, verbose: bool):
+def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot, verbose: bool,
+        ego_overrides=None):
     rows = []
     replans, solo_replans, cpu = [], [], []
     for seed in seeds:
@@ -106,7 +108,7 @@ def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot
         timeout = 3.0 * float(dist.max()) / max_vel + 20.0
         w0 = time.perf_counter()
         res, agents, bus = fly_swarm(world, starts, goals, max_vel=max_vel, timeout_s=timeout, seed_value=seed,
-                                     time_scale=time_scale)
+                                     time_scale=time_scale, ego_overrides=ego_overrides)
         s = swarm_summary(res, agents, bus, f"{scenario}-{seed}", max_vel)
         wall = time.perf_counter() - w0
         for a in agents:
@@ -118,7 +120,7 @@ def run(scenario: str, seeds, max_vel: float, time_scale: float, solo: int, plot
             n = starts.shape[0]
             for k in sorted({int(round(j * n / solo)) % n for j in range(solo)}):
                 one, one_agents, _ = fly_swarm(world, starts[k:k + 1], goals[k:k + 1], max_vel=max_vel, timeout_s=timeout,
-                                      seed_value=seed + k, time_scale=time_scale)
+                                               seed_value=seed + k, time_scale=time_scale, ego_overrides=ego_overrides)
                 solo_replans += one_agents[0].stats.replan_ms
                 t_solo = one.vehicles[0].reach_time_s
                 t_swarm = res.vehicles[k].reach_time_s
@@ -152,8 +154,22 @@ def main(argv=None) -> int:
     ap.add_argument("--solo", type=int, default=0, metavar="K",
                     help="also fly K of the drones (evenly spread over the ids) alone: flight-time ratio (0: no)")
     ap.add_argument("--plot", help="PNG of the first seed's paths (per scenario and speed)")
+    ap.add_argument("--ego", action="append", default=[], metavar="KEY=VALUE",
+                    help="an EgoConfig override for every drone (dotted key, YAML value; repeatable), "
+                         "e.g. map.inflation_shape=cylinder")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
+    ego_overrides = {}
+    for item in args.ego:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--ego {item!r} is not KEY=VALUE")
+        ego_overrides[key] = safe_yaml.safe_load(value)
+    if ego_overrides:
+        from planner_pkg.planning.ego_planner import EgoConfig
+
+        EgoConfig().with_overrides(ego_overrides)  # a bad key or value stops here, before any flight
+        print(f"EGO overrides: {ego_overrides}")
     seeds = _seeds(args.seeds)
     table = []
     for scenario in args.scenario or ["circle", "forest"]:
@@ -162,7 +178,8 @@ def main(argv=None) -> int:
             if args.plot:
                 base, ext = os.path.splitext(args.plot)
                 plot = f"{base}_{scenario}{ext}"
-            rows, replans, solo_replans, cpu = run(scenario, seeds, v, args.time_scale, args.solo, plot, not args.quiet)
+            rows, replans, solo_replans, cpu = run(scenario, seeds, v, args.time_scale, args.solo, plot, not args.quiet,
+                                                   ego_overrides)
             ok = sum(1 for _, s, _, _ in rows if s["success"])
             seps = [s["min_inter_drone_distance_m"] for _, s, _, _ in rows if s["min_inter_drone_distance_m"]]
             ratios = [r for _, _, r, _ in rows if r is not None]

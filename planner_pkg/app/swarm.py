@@ -134,13 +134,13 @@ def build_swarm(n: int, max_vel: float = EGO_MAX_VEL_MPS, seed_value: int = 0, t
     """``(agents, bus)``: n :class:`SwarmAgent` s (EGO planners, seeds ``seed_value + i``) on one
     :class:`LocalBroadcast`, at ``max_vel`` m/s with the acceleration limit for that speed
     (:func:`~planner_pkg.planning.ego_config.speed_scaled_max_acc`). ``ego_overrides``: EgoConfig
-    fields to replace (benchmarks)."""
+    overrides (dotted keys, e.g. ``map.inflation_shape``; validated: ConfigError) for benchmarks."""
     from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
     from planner_pkg.planning.swarm import LocalBroadcast, SwarmAgent
 
     base = EgoConfig().at_speed(max_vel)
     if ego_overrides:
-        base = replace(base, **ego_overrides)
+        base = base.with_overrides(ego_overrides)
     bus = LocalBroadcast(n, base.swarm.timeout_s)
     agents = []
     for k in range(n):

@@ -361,3 +361,20 @@ def test_swarm_planners_get_the_acceleration_limit_for_their_speed():
         assert [a.planner.config.seed for a in agents] == [5, 6]
         assert all(a.planner.config.max_vel_mps == v for a in agents)
         assert all(a.planner.config.max_acc_mps2 == speed_scaled_max_acc(v) for a in agents)
+
+
+def test_swarm_ego_overrides_take_dotted_keys_and_are_validated():
+    from planner_pkg.app.swarm import build_swarm
+    from planner_pkg.config_schema import ConfigError
+    from planner_pkg.planning.grid_map_config import InflationShape
+
+    agents, _ = build_swarm(3, max_vel=4.0, seed_value=2, ego_overrides={
+        "map.inflation_shape": "cylinder", "map.inflation_m": 0.3, "replan_iterations": 40})
+    for k, a in enumerate(agents):
+        c = a.planner.config
+        assert c.seed == 2 + k and c.max_vel_mps == 4.0 and c.replan_iterations == 40
+        assert c.map.inflation_shape is InflationShape.CYLINDER and c.map.inflation_m == 0.3
+        a.planner.reset(np.array([0.0, 0.0, 1.0]), np.array([5.0, 0.0, 1.0]))
+        assert a.planner.map.config.inflation_shape is InflationShape.CYLINDER
+    with pytest.raises(ConfigError):
+        build_swarm(2, ego_overrides={"map.inflation_shape": "sphere"})
