@@ -168,7 +168,12 @@ def main(argv=None) -> int:
     if ego_overrides:
         from planner_pkg.planning.ego_planner import EgoConfig
 
-        EgoConfig().with_overrides(ego_overrides)  # a bad key or value stops here, before any flight
+        from planner_pkg.config_schema import ConfigError
+
+        try:
+            EgoConfig().with_overrides(ego_overrides)  # a bad key or value stops here, before any flight
+        except ConfigError as exc:
+            ap.error(f"--ego: {exc}")
         print(f"EGO overrides: {ego_overrides}")
     seeds = _seeds(args.seeds)
     table = []
