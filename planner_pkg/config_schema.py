@@ -57,6 +57,13 @@ class ConfigError(ValueError):
     """A configuration value is missing, unknown, of the wrong type or out of range (names the key)."""
 
 
+def _field_default(f: dataclasses.Field):
+    """A dataclass field's default value (None when it has none)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
 def setting(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING,
             range: Optional[Tuple[float, float]] = None, low_open: bool = False,  # noqa: A002 - the metadata key
             high_open: bool = False,
@@ -356,8 +363,10 @@ class Schema:
                     if sub in derived:
                         raise ConfigError(f"{prefix}{name}.{sub}: {derived[sub]}")
                 schema = getattr(hint, "_config_schema", self)
+                # missing keys of a section keep the enclosing config's default for it (a section
+                # may default to other values than its class's: EgoConfig.map), or base's values
                 kwargs[name] = schema.build(hint, value, f"{prefix}{name}.", dotted=dotted, refuse=refuse,
-                                            base=getattr(base, name) if base is not None else None)
+                                            base=getattr(base, name) if base is not None else _field_default(known[name]))
             else:
                 kwargs[name] = self.coerce(prefix + name, hint, value, known[name].metadata)
         token = _BUILDING.set((cls, prefix))

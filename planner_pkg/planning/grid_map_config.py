@@ -64,11 +64,12 @@ class GridMapConfig(Config):
         ``max_ray_m`` only clear free space up to ``max_ray_m`` (no hit), m.
     clear_ray_stride: only every k-th ray clears free space (all rays mark hits): clearing is the
         expensive part and neighbouring rays pass through nearly the same voxels.
-    inflation_m: obstacles are grown by this much (the vehicle radius), m.
+    inflation_m: obstacles are grown by this much (the vehicle radius, 0.19 m, and a margin), m.
     inflation_shape: :class:`InflationShape` (or its string value): the cube (EGO's) grows an
         obstacle by up to sqrt(2) x ``inflation_m`` along a horizontal diagonal, which closes
         gaps between trunks that a round vehicle fits through; the cylinder grows it by the same
-        distance in every horizontal direction.
+        distance in every horizontal direction (the EGO planner's default map: see
+        :class:`~planner_pkg.planning.ego_config.EgoConfig`).
     floor_m, ceiling_m: planning queries treat z below / above these as blocked, m.
     unknown: :class:`UnknownPolicy` (or its string value).
 

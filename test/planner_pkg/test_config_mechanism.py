@@ -143,7 +143,25 @@ def test_nested_errors_name_the_full_dotted_key_and_list_the_known_keys():
     cfg = EgoConfig.from_dict({"max_vel_mps": 3, "map": {"unknown": "occupied"}, "retry_offset_m": [0.5, 1]})
     assert cfg.max_vel_mps == 3.0 and isinstance(cfg.max_vel_mps, float)
     assert cfg.map.unknown.value == "occupied" and cfg.retry_offset_m == (0.5, 1.0)
-    assert cfg.with_overrides({"map.inflation_m": 0.3}).map == cfg.map.__class__(inflation_m=0.3, unknown="occupied")
+    assert cfg.with_overrides({"map.inflation_m": 0.25}).map == dataclasses.replace(
+        EgoConfig().map, inflation_m=0.25, unknown=cfg.map.unknown)
+
+
+def test_a_section_given_in_part_keeps_the_enclosing_configs_default_for_the_rest():
+    """EgoConfig's map defaults to a 0.3 m cylinder, not GridMapConfig's own 0.2 m cube: a YAML
+    that sets one map key must not silently bring the class defaults back for the others."""
+    from planner_pkg.planning.ego_config import EgoConfig
+    from planner_pkg.planning.grid_map import GridMapConfig, InflationShape
+
+    default = EgoConfig().map
+    assert default != GridMapConfig()
+    assert (default.inflation_m, default.inflation_shape) == (0.3, InflationShape.CYLINDER)
+    for cfg in (EgoConfig.from_dict({"map": {"max_ray_m": 6.0}}), EgoConfig.from_dict({"map.max_ray_m": 6.0}),
+                EgoConfig().with_overrides({"map": {"max_ray_m": 6.0}})):
+        assert cfg.map == dataclasses.replace(default, max_ray_m=6.0)
+    assert EgoConfig.from_dict({"map": None}).map == default  # None: the section's defaults
+    cube = EgoConfig.from_dict({"map": {"inflation_shape": "cube", "inflation_m": 0.2}}).map
+    assert cube == GridMapConfig()
 
 
 def _param_files():

@@ -381,10 +381,12 @@ def test_replans_in_flight_stay_within_their_iteration_budget():
 def test_the_time_scale_after_failed_plans_grows_in_flight_only_with_its_step(step):
     """What a replan asks the plan manager for after k failed plans in a row: in flight the time
     scale 1 + k x flight_failure_time_scale_step (capped at max_time_scale) and the iteration
-    budget replan_iterations x that; nearly at rest 1 + k / 2 and each guess's own budgets."""
+    budget replan_iterations x that; nearly at rest 1 + k / 2 and (rest_plan_iterations 0) each
+    guess's own budgets."""
     from planner_pkg.planning.planner_manager import PlanOutcome
 
-    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, flight_failure_time_scale_step=step, replan_iterations=80))
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, flight_failure_time_scale_step=step, replan_iterations=80,
+                                   rest_plan_iterations=0))
     planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
     asked = []
 
