@@ -119,6 +119,9 @@ class EgoConfig(Config):
     turn_first_rad, turn_first_speed_mps, max_turn_s: a plan from (nearly) rest, below
         turn_first_speed_mps, that leaves more than turn_first_rad away from where the camera
         looks first turns the vehicle on the spot (for at most max_turn_s), then plans again.
+    turn_replan_period_s: while the vehicle turns on the spot toward a plan's heading, plan
+        again only once the camera is within 0.2 rad of it or after this long, s (0: every
+        tick, each plan a full plan from rest).
     retry_offset_m: (min, max) lateral offset of the retry waypoints, m.
     seed: seeds the retry waypoints.
     use_depth: fuse the depth image (also clears space along no-return rays) when a frame has
@@ -177,6 +180,7 @@ class EgoConfig(Config):
     turn_first_rad: float = positive(0.8)
     turn_first_speed_mps: float = positive(0.5)
     max_turn_s: float = positive(3.0)
+    turn_replan_period_s: float = non_negative(0.0)
     retry_offset_m: Tuple[float, float] = setting((1.0, 2.5), range=(0.0, math.inf), pair=True)
     seed: int = setting(0, range=(0, math.inf))
     use_depth: bool = True

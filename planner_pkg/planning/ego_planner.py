@@ -116,6 +116,7 @@ class EgoPlanner:
         self._collision_time: Optional[float] = None  # absolute time of the blocked point ahead
         self._rng = np.random.default_rng(config.seed)
         self._turn_since = -math.inf  # when a turn-on-the-spot before a new plan began, s
+        self._turn_heading = None  # (heading rad, plan time s) of the turn on the spot under way
         self._unobserved: Optional[BsplineTrajectory] = None  # the last plan refused for unobserved space
         u = config.unknown_space
         self._stop_limit = StopLimit.from_config(u, config.max_acc_mps2, config.map.inflation_m,
@@ -155,6 +156,7 @@ class EgoPlanner:
         self._start_blocked_reported = False
         self._collision_time = None
         self._turn_since = -math.inf
+        self._turn_heading = None
         self._rng = np.random.default_rng(self.config.seed)
         self.fsm = ReplanFSM()
         self.fsm.transition(FsmState.WAIT_TARGET, "mission reset", 0.0)
@@ -432,6 +434,15 @@ class EgoPlanner:
         if np.linalg.norm(state.position - self.goal) <= self.config.reached_tolerance_m:
             self.fsm.transition(FsmState.WAIT_TARGET, "already at the goal", t)
             return True, Setpoint.hold(self.goal, state.yaw)
+        turn = self._turn_heading
+        if turn is not None and state.speed < self.config.turn_first_speed_mps:
+            # turning on the spot toward the last plan's heading: plan again once the camera is
+            # (nearly) there, or every turn_replan_period_s with what it has seen meanwhile
+            heading, planned_at = turn
+            left = abs(math.remainder(heading - state.yaw, 2.0 * math.pi))
+            if (left > _LOOK_RAD and t - planned_at < self.config.turn_replan_period_s
+                    and t - self._turn_since < self.config.max_turn_s):
+                return True, Setpoint.hold(state.position, heading)
         out = self._plan(state, reuse=False)
         # the plan to look along before flying: one refused because the camera has not seen the
         # space it leads into (turning shows it; preferred to a detour another guess found), or
@@ -449,12 +460,14 @@ class EgoPlanner:
                 # spot first, then plan again with what the camera sees.
                 if self._turn_since == -math.inf:
                     self._turn_since = t
+                self._turn_heading = (heading, t)
                 if not out.success:
                     self._failures = 0  # looking is progress; max_turn_s bounds it
                 self.trajectory = None
                 self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"turning to the new heading first "
                                     f"({math.degrees(error):.0f} deg off)", t)
                 return True, Setpoint.hold(state.position, heading)
+        self._turn_heading = None
         if out.success:
             self._turn_since = -math.inf
             self.fsm.transition(FsmState.EXEC_TRAJ, "new trajectory: " + out.message, t)

@@ -463,3 +463,37 @@ def test_the_next_guess_of_a_replan_gets_the_whole_iterations_left(spent, second
     assert not out.success
     assert asked[0] == 50
     assert asked[1:2] == ([] if second_budget is None else [second_budget])
+
+
+def _turn_hold(planner, yaw, t):
+    """One tick at rest at the origin facing ``yaw``: the hold setpoint of a turn on the spot."""
+    sp = planner.update(VehicleState.at_rest(np.array([0.0, 0.0, 1.0]), yaw=yaw, t=t), None)
+    assert sp is not None and sp.__class__.__name__ == "Setpoint", (sp, planner.events)
+    assert planner.fsm.history[-1].reason.startswith("turning"), planner.fsm.history[-1]
+    np.testing.assert_allclose(sp.position, [0.0, 0.0, 1.0])
+    return sp
+
+
+@pytest.mark.parametrize("period", [0.0, 0.45])
+def test_a_turn_on_the_spot_plans_again_once_facing_the_heading_or_after_its_period(period):
+    """The camera faces away from the goal: the first plan turns the vehicle on the spot toward
+    its heading. With turn_replan_period_s 0 every tick of the turn is a full plan from rest;
+    with a period the ticks only hold the heading until the period is over, or until the camera
+    is within 0.2 rad of the heading (then it plans at once)."""
+    start, goal = np.array([0.0, 0.0, 1.0]), np.array([8.0, 0.0, 1.0])
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, turn_replan_period_s=period))
+    planner.reset(start, goal)
+    heading = _turn_hold(planner, math.pi, 0.1).yaw
+    assert abs(math.remainder(heading, 2.0 * math.pi)) < 0.3  # toward the goal, +x
+    plans = len(planner.stats.replan_ms)
+    for k in range(1, 4):  # still far from the heading, within the period
+        sp = _turn_hold(planner, math.pi - 0.2 * k, 0.1 + 0.1 * k)
+        assert sp.yaw == pytest.approx(heading, abs=0.3)
+    assert len(planner.stats.replan_ms) == plans + (3 if period == 0.0 else 0)
+    _turn_hold(planner, math.pi - 0.8, 0.6)  # the period is over: a new plan
+    assert len(planner.stats.replan_ms) == plans + (4 if period == 0.0 else 1)
+    # facing the heading (within 0.2 rad) before the period is over: it plans at once, and flies
+    before = len(planner.stats.replan_ms)
+    out = planner.update(VehicleState.at_rest(start, yaw=heading + 0.1, t=0.7), None)
+    assert len(planner.stats.replan_ms) == before + 1
+    assert planner.fsm.history[-1].target is FsmState.EXEC_TRAJ and hasattr(out, "sample"), planner.fsm.history[-1]
