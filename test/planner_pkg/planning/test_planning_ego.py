@@ -8,14 +8,13 @@ import pytest
 from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
 from planner_pkg.planning.ego_config import TRACKABLE_MAX_ACC_MPS2, speed_scaled_max_acc
 from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
-from planner_pkg.planning.grid_map import GridMapConfig
 from planner_pkg.planning.replan_fsm import FsmState
 from planner_pkg.planning.rebound import OptimizerConfig
 from planner_pkg.sim import CameraParams, DepthCamera, RunnerConfig, run_episode
 from planner_pkg.types import SensorFrame, VehicleState
 from planner_pkg.world import Box, Cylinder, World
 
-SMALL_MAP = GridMapConfig(size_m=(16.0, 16.0, 4.0))
+SMALL_MAP = EgoConfig().map.with_overrides({"size_m": (16.0, 16.0, 4.0)})
 
 
 def small_world(extra=()):

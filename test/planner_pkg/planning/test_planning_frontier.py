@@ -11,7 +11,7 @@ from scipy.spatial.transform import Rotation
 from planner_pkg.planning.bspline import UniformBSpline
 from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
 from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory, UnknownSpaceConfig, limit_to_known_space
-from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap
+from planner_pkg.planning.grid_map import OccupancyGridMap
 from planner_pkg.planning.initial_path import initial_spline
 from planner_pkg.planning.trajectory import BsplineTrajectory
 from planner_pkg.planning.visibility import DepthHistory
@@ -19,7 +19,7 @@ from planner_pkg.sim import RunnerConfig, run_episode
 from planner_pkg.types import CameraIntrinsics, SensorFrame, Setpoint, VehicleState
 from planner_pkg.world import World
 
-SMALL_MAP = GridMapConfig(size_m=(16.0, 16.0, 4.0))
+SMALL_MAP = EgoConfig().map.with_overrides({"size_m": (16.0, 16.0, 4.0)})
 START = np.array([0.0, 0.0, 1.0])
 # optical frame (z forward, x right, y down) -> world ENU, looking along +x
 LOOK_X = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])

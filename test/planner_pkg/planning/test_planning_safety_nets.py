@@ -14,7 +14,7 @@ from planner_pkg.planning.rebound import OptimizerConfig
 from planner_pkg.sim import RunnerConfig, run_episode
 from planner_pkg.world import Cylinder, World
 
-SMALL_MAP = GridMapConfig(size_m=(16.0, 16.0, 4.0))
+SMALL_MAP = EgoConfig().map.with_overrides({"size_m": (16.0, 16.0, 4.0)})
 
 
 def _world():
