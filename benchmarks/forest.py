@@ -277,13 +277,11 @@ def _variant(values):
     """``LABEL KEY=VALUE ...`` -> (label, {dotted key: YAML-parsed value})."""
     from planner_pkg import safe_yaml
 
-    label, overrides = values[0], {}
-    for item in values[1:]:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--ego-variant {label}: {item!r} is not KEY=VALUE")
-        overrides[key] = safe_yaml.safe_load(value)
-    return label, overrides
+    label = values[0]
+    try:
+        return label, safe_yaml.key_values(values[1:])
+    except ValueError as exc:
+        raise ValueError(f"--ego-variant {label}: {exc}") from None
 
 
 def main(argv=None) -> int:

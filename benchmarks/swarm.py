@@ -159,12 +159,10 @@ def main(argv=None) -> int:
                          "e.g. map.inflation_shape=cylinder")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
-    ego_overrides = {}
-    for item in args.ego:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            ap.error(f"--ego {item!r} is not KEY=VALUE")
-        ego_overrides[key] = safe_yaml.safe_load(value)
+    try:
+        ego_overrides = safe_yaml.key_values(args.ego)
+    except ValueError as exc:
+        ap.error(f"--ego {exc}")
     if ego_overrides:
         from planner_pkg.planning.ego_planner import EgoConfig
 

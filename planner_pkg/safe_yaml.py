@@ -14,7 +14,7 @@ import re
 
 import yaml
 
-__all__ = ["SafeLoader", "safe_load"]
+__all__ = ["SafeLoader", "safe_load", "key_values"]
 
 # a float in exponent form, with or without a dot or a sign (YAML 1.2 core schema); the 1.1 forms
 # PyYAML already knows (with a dot) match too, and resolve the same
@@ -31,3 +31,19 @@ SafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, lis
 def safe_load(text):
     """The data of one YAML document (``str`` or bytes); raises ``yaml.YAMLError`` as ``yaml.safe_load``."""
     return yaml.load(text, Loader=SafeLoader)
+
+
+def key_values(items) -> dict:
+    """``KEY=VALUE`` strings (command-line overrides) -> ``{KEY: the value read as YAML}``.
+    ValueError naming the item when one is not ``KEY=VALUE`` or its value is not YAML."""
+    out = {}
+    for item in items:
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"{item!r} is not KEY=VALUE")
+        try:
+            out[key] = safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{item!r}: the value is not YAML ({exc})") from None
+    return out

@@ -49,3 +49,16 @@ def test_a_world_file_in_exponent_form_loads(tmp_path):
                     "obstacles:\n- {type: cylinder, center: [1e0, 0], radius: 3e-1, height: 2}\n")
     world = load_world(path)
     assert world.signed_distance([1.0, 0.0, 1.0]) == pytest.approx(-0.3)
+
+
+def test_key_values_reads_each_value_as_yaml_and_names_a_bad_item():
+    got = safe_yaml.key_values(["map.inflation_shape=cylinder", " rest_plan_iterations = 200", "ftol=1e-4",
+                                "retry_offset_m=[0.5, 1]", "seed=", "a=b=c"])
+    assert got == {"map.inflation_shape": "cylinder", "rest_plan_iterations": 200, "ftol": 1e-4,
+                   "retry_offset_m": [0.5, 1], "seed": None, "a": "b=c"}
+    assert safe_yaml.key_values([]) == {}
+    for bad in ("no_equals", "=3"):
+        with pytest.raises(ValueError, match=repr(bad).replace("[", r"\[")):
+            safe_yaml.key_values(["ok=1", bad])
+    with pytest.raises(ValueError, match="not YAML"):
+        safe_yaml.key_values(["k=[1, 2"])
