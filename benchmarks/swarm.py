@@ -164,9 +164,8 @@ def main(argv=None) -> int:
     except ValueError as exc:
         ap.error(f"--ego {exc}")
     if ego_overrides:
-        from planner_pkg.planning.ego_planner import EgoConfig
-
         from planner_pkg.config_schema import ConfigError
+        from planner_pkg.planning.ego_planner import EgoConfig
 
         try:
             EgoConfig().with_overrides(ego_overrides)  # a bad key or value stops here, before any flight

@@ -216,23 +216,13 @@ def _start_viz(args, world):
 
 
 def _parse_params(pairs: Sequence[str]) -> dict:
-    import yaml
-
     from planner_pkg import safe_yaml
 
-    params = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise CliError(f"--param expects KEY=VALUE, got {pair!r}")
-        try:
-            params[key] = safe_yaml.safe_load(value) if value.strip() else None
-        except yaml.YAMLError as exc:
-            raise CliError(f"--param {key}: cannot read value {value!r}: {exc}") from None
-        if isinstance(params[key], list):
-            params[key] = tuple(params[key])
-    return params
+    try:
+        params = safe_yaml.key_values(pairs)
+    except ValueError as exc:
+        raise CliError(f"--param {exc}") from None
+    return {key: tuple(value) if isinstance(value, list) else value for key, value in params.items()}
 
 
 def _cmd_world_generate(args) -> int:
