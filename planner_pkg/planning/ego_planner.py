@@ -347,6 +347,12 @@ class EgoPlanner:
             # row on the reused trajectory while the A* guess was never run)
             k = self._failures % len(attempts)
             attempts = attempts[k:] + attempts[:k]
+        if not flying and not self.config.rest_guess_rotation:
+            # from (nearly) rest the A*-guided guess first, whatever failed before: it is the one
+            # that succeeds there (EgoConfig.rest_guess_rotation has the figures); the rest
+            # follow in order while the budget lasts
+            attempts = ([kw for kw in attempts if kw.get("guided")]
+                        + [kw for kw in attempts if not kw.get("guided")])
         # while flying, one replan spends at most replan_iterations L-BFGS iterations over all its
         # guesses (x the scale; the next tick starts from the next guess); from a hover or
         # (nearly) at rest rest_plan_iterations (unscaled), or with 0 each guess its own budgets

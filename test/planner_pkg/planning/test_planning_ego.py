@@ -440,6 +440,45 @@ def test_a_plan_from_rest_shares_rest_plan_iterations_over_its_guesses(rest_budg
         assert all(a[0] == pytest.approx(scale) for a in asked)
 
 
+@pytest.mark.parametrize("rotation", [False, True])
+def test_a_plan_from_rest_starts_from_the_guided_guess_after_failures(rotation):
+    """After k failed plans a replan in flight starts from its k-th guess in turn; a plan from rest
+    starts from the A*-guided guess whatever failed before (rest_guess_rotation False, the
+    default) or rotates as in flight (True). The guesses come in the same order after it."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, rest_guess_rotation=rotation, rest_plan_iterations=0))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
+    asked = []
+
+    def kind(kwargs):
+        return "guided" if kwargs.get("guided") else "via" if kwargs.get("via") is not None else "other"
+
+    def failing_plan(*args, **kwargs):
+        asked.append(kind(kwargs))
+        return PlanOutcome(None, "failed on purpose")
+
+    planner.manager.plan = failing_plan
+    firsts = {}
+    for failures in (1, 2, 3, 4):
+        for speed, reuse in ((0.0, False), (0.1, True), (3.0, True)):
+            asked.clear()
+            planner._failures = failures
+            state = VehicleState(1.0, [0.0, 0.0, 1.0], [speed, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
+            assert not planner._plan(state, reuse=reuse).success
+            assert asked.count("guided") == 1 and asked.count("via") == 2, asked
+            firsts[(failures, speed)] = asked[0]
+            if asked[0] == "guided":
+                assert asked[1:] == ["via", "via"]
+    at_rest = [firsts[(f, v)] for f in (1, 2, 3, 4) for v in (0.0, 0.1)]
+    if rotation:
+        assert "via" in at_rest
+    else:
+        assert set(at_rest) == {"guided"}
+    # in flight the rotation stays either way (no trajectory to reuse here: guided, via, via)
+    assert [firsts[(f, 3.0)] for f in (1, 2, 3, 4)] == ["via", "via", "guided", "via"]
+
+
 @pytest.mark.parametrize("spent, second_budget", [(49.6, None), (48.6, 1), (30.0, 20)])
 def test_the_next_guess_of_a_replan_gets_the_whole_iterations_left(spent, second_budget):
     """A guess's charged budget can be fractional (guide-path expansions count as fractions of an
