@@ -112,6 +112,7 @@ class EgoPlanner:
         self._plan_position = np.zeros(3)
         self._target_is_goal = False
         self._failures = 0
+        self._rest_failures = 0  # failed plans from (nearly) rest in a row
         self._start_blocked_reported = False
         self._collision_time: Optional[float] = None  # absolute time of the blocked point ahead
         self._rng = np.random.default_rng(config.seed)
@@ -153,6 +154,7 @@ class EgoPlanner:
         self._last_frame = None
         self._plan_time = -math.inf
         self._failures = 0
+        self._rest_failures = 0
         self._start_blocked_reported = False
         self._collision_time = None
         self._turn_since = -math.inf
@@ -348,11 +350,15 @@ class EgoPlanner:
             k = self._failures % len(attempts)
             attempts = attempts[k:] + attempts[:k]
         if not flying and not self.config.rest_guess_rotation:
-            # from (nearly) rest the A*-guided guess first, whatever failed before: it is the one
-            # that succeeds there (EgoConfig.rest_guess_rotation has the figures); the rest
-            # follow in order while the budget lasts
+            # from (nearly) rest the A*-guided guess first, whatever failed in flight before: it is
+            # the one that succeeds there (EgoConfig.rest_guess_rotation has the figures); the
+            # rest follow in order while the budget lasts, and after failed plans from rest the
+            # next tick starts from the next guess in turn (a guess that spends the whole tick
+            # would otherwise be the only one ever tried)
             attempts = ([kw for kw in attempts if kw.get("guided")]
                         + [kw for kw in attempts if not kw.get("guided")])
+            k = self._rest_failures % len(attempts)
+            attempts = attempts[k:] + attempts[:k]
         # while flying, one replan spends at most replan_iterations L-BFGS iterations over all its
         # guesses (x the scale; the next tick starts from the next guess); from a hover or
         # (nearly) at rest rest_plan_iterations (unscaled), or with 0 each guess its own budgets
@@ -401,6 +407,7 @@ class EgoPlanner:
             self._failures = 0
         else:
             self._failures += 1
+        self._rest_failures = 0 if (out.success or flying) else self._rest_failures + 1
         return out
 
     def _reusable(self, t: float):

@@ -442,9 +442,10 @@ def test_a_plan_from_rest_shares_rest_plan_iterations_over_its_guesses(rest_budg
 
 @pytest.mark.parametrize("rotation", [False, True])
 def test_a_plan_from_rest_starts_from_the_guided_guess_after_failures(rotation):
-    """After k failed plans a replan in flight starts from its k-th guess in turn; a plan from rest
-    starts from the A*-guided guess whatever failed before (rest_guess_rotation False, the
-    default) or rotates as in flight (True). The guesses come in the same order after it."""
+    """After k failed plans a replan in flight starts from its k-th guess in turn. A plan from rest
+    after failures in flight starts from the A*-guided guess (rest_guess_rotation False, the
+    default) or rotates on the same count as in flight (True); after failed plans from rest the
+    next one starts from the next guess in turn either way, so every guess gets its tick."""
     from planner_pkg.planning.planner_manager import PlanOutcome
 
     planner = EgoPlanner(EgoConfig(map=SMALL_MAP, rest_guess_rotation=rotation, rest_plan_iterations=0))
@@ -459,17 +460,22 @@ def test_a_plan_from_rest_starts_from_the_guided_guess_after_failures(rotation):
         return PlanOutcome(None, "failed on purpose")
 
     planner.manager.plan = failing_plan
+
+    def first_guess(speed, reuse):
+        asked.clear()
+        state = VehicleState(1.0, [0.0, 0.0, 1.0], [speed, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
+        assert not planner._plan(state, reuse=reuse).success
+        assert asked.count("guided") == 1 and asked.count("via") == 2, asked
+        if asked[0] == "guided":
+            assert asked[1:] == ["via", "via"]
+        return asked[0]
+
     firsts = {}
     for failures in (1, 2, 3, 4):
         for speed, reuse in ((0.0, False), (0.1, True), (3.0, True)):
-            asked.clear()
             planner._failures = failures
-            state = VehicleState(1.0, [0.0, 0.0, 1.0], [speed, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
-            assert not planner._plan(state, reuse=reuse).success
-            assert asked.count("guided") == 1 and asked.count("via") == 2, asked
-            firsts[(failures, speed)] = asked[0]
-            if asked[0] == "guided":
-                assert asked[1:] == ["via", "via"]
+            planner._rest_failures = 0  # the failures were in flight
+            firsts[(failures, speed)] = first_guess(speed, reuse)
     at_rest = [firsts[(f, v)] for f in (1, 2, 3, 4) for v in (0.0, 0.1)]
     if rotation:
         assert "via" in at_rest
@@ -477,6 +483,17 @@ def test_a_plan_from_rest_starts_from_the_guided_guess_after_failures(rotation):
         assert set(at_rest) == {"guided"}
     # in flight the rotation stays either way (no trajectory to reuse here: guided, via, via)
     assert [firsts[(f, 3.0)] for f in (1, 2, 3, 4)] == ["via", "via", "guided", "via"]
+    # failed plans from rest in a row: each tick starts from the next guess in turn
+    planner._failures = planner._rest_failures = 0
+    row = [first_guess(0.0, False) for _ in range(6)]
+    assert planner._rest_failures == 6
+    if not rotation:
+        assert row == ["guided", "via", "via", "guided", "via", "via"]
+    # a plan in flight ends the row: the next plan from rest starts from the guided guess again
+    first_guess(3.0, True)
+    assert planner._rest_failures == 0
+    if not rotation:
+        assert first_guess(0.0, False) == "guided"
 
 
 @pytest.mark.parametrize("spent, second_budget", [(49.6, None), (48.6, 1), (30.0, 20)])
