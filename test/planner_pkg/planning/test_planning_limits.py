@@ -19,7 +19,8 @@ from planner_pkg.planning.rebound import OptimizerConfig
 from planner_pkg.planning.trajectory import BsplineTrajectory
 from planner_pkg.types import VehicleState
 
-VEHICLE_RADIUS = 0.19  # the simulated quadrotor's collision ball (the map inflates by 0.2)
+VEHICLE_RADIUS = 0.19  # the simulated quadrotor's collision ball (GridMapConfig inflates by 0.2, EGO's map by 0.3)
+EGO_MAP_20 = EgoConfig().map.with_overrides({"size_m": (20.0, 20.0, 4.0)})  # the planner's shipped map, 20 m wide
 
 
 def moving(position, velocity, t):
@@ -176,7 +177,7 @@ def test_a_start_faster_than_the_limit_only_slows_down():
 
 # -- a replan starts where the vehicle is, not where the reference got to ----------------------------
 def test_a_replan_starts_at_the_point_of_the_reference_the_lagging_vehicle_reached():
-    planner = EgoPlanner(EgoConfig(max_vel_mps=4.0, max_acc_mps2=6.0, map=EgoConfig().map.with_overrides({"size_m": (20.0, 20.0, 4.0)})))
+    planner = EgoPlanner(EgoConfig(max_vel_mps=4.0, max_acc_mps2=6.0, map=EGO_MAP_20))
     start, goal = np.array([0.0, 0.0, 1.0]), np.array([30.0, 0.0, 1.0])
     planner.reset(start, goal)
     first = planner.update(VehicleState.at_rest(start, t=0.0), None)
@@ -202,7 +203,7 @@ def test_a_replan_starts_at_the_point_of_the_reference_the_lagging_vehicle_reach
 
 
 def test_a_small_lag_keeps_the_reference_continuous():
-    planner = EgoPlanner(EgoConfig(map=EgoConfig().map.with_overrides({"size_m": (20.0, 20.0, 4.0)})))
+    planner = EgoPlanner(EgoConfig(map=EGO_MAP_20))
     start = np.array([0.0, 0.0, 1.0])
     planner.reset(start, np.array([30.0, 0.0, 1.0]))
     first = planner.update(VehicleState.at_rest(start, t=0.0), None)
@@ -219,7 +220,7 @@ def test_a_vehicle_lagging_its_reference_gets_a_new_plan_at_once(lag, lag_replan
     more than lag_replan_m behind its reference is replanned from where it is; less, or with
     the rule off, it keeps the trajectory."""
     planner = EgoPlanner(EgoConfig(max_vel_mps=4.0, max_acc_mps2=6.0, lag_replan_m=lag_replan_m,
-                                   map=EgoConfig().map.with_overrides({"size_m": (20.0, 20.0, 4.0)})))
+                                   map=EGO_MAP_20))
     start = np.array([0.0, 0.0, 1.0])
     planner.reset(start, np.array([30.0, 0.0, 1.0]))
     first = planner.update(VehicleState.at_rest(start, t=0.0), None)
@@ -275,7 +276,7 @@ def test_after_failures_each_tick_starts_from_the_next_initial_guess(monkeypatch
 
     clock = [0.0]
     monkeypatch.setattr(ego_mod.time, "perf_counter", lambda: clock[0])
-    planner = EgoPlanner(EgoConfig(map=EgoConfig().map.with_overrides({"size_m": (20.0, 20.0, 4.0)})))
+    planner = EgoPlanner(EgoConfig(map=EGO_MAP_20))
     start = np.array([0.0, 0.0, 1.0])
     planner.reset(start, np.array([30.0, 0.0, 1.0]))
     tried = []
