@@ -338,27 +338,7 @@ class EgoPlanner:
         scale = min(1.0 + step * self._failures, self.config.max_time_scale)
         if not reuse:
             scale = self.config.max_time_scale
-        if reuse and self._failures == 0:
-            # a routine replan (timer, progress) tries the reused guess only, one that avoids a
-            # newly blocked trajectory also A*; the others come in the next ticks if it fails
-            attempts = attempts[:2] if self._collision_time is not None else attempts[:1]
-        elif self._failures > 0 and len(attempts) > 1:
-            # after failed plans, start from the next guess each time: one guess that spends the
-            # whole budget (the optimiser's time limit is longer than the retry budget) would
-            # otherwise be the only one ever tried, tick after tick (measured: 40 failures in a
-            # row on the reused trajectory while the A* guess was never run)
-            k = self._failures % len(attempts)
-            attempts = attempts[k:] + attempts[:k]
-        if not flying and not self.config.rest_guess_rotation:
-            # from (nearly) rest the A*-guided guess first, whatever failed in flight before: it is
-            # the one that succeeds there (EgoConfig.rest_guess_rotation has the figures); the
-            # rest follow in order while the budget lasts, and after failed plans from rest the
-            # next tick starts from the next guess in turn (a guess that spends the whole tick
-            # would otherwise be the only one ever tried)
-            attempts = ([kw for kw in attempts if kw.get("guided")]
-                        + [kw for kw in attempts if not kw.get("guided")])
-            k = self._rest_failures % len(attempts)
-            attempts = attempts[k:] + attempts[:k]
+        attempts = self._order_guesses(attempts, reuse, flying)
         # while flying, one replan spends at most replan_iterations L-BFGS iterations over all its
         # guesses (x the scale; the next tick starts from the next guess); from a hover or
         # (nearly) at rest rest_plan_iterations (unscaled), or with 0 each guess its own budgets
@@ -409,6 +389,37 @@ class EgoPlanner:
             self._failures += 1
         self._rest_failures = 0 if (out.success or flying) else self._rest_failures + 1
         return out
+
+    def _order_guesses(self, attempts: list, reuse: bool, flying: bool) -> list:
+        """The initial guesses a plan tries, in order (the budget may stop it before the last).
+
+        Three cases, each ordering the list as built (reused trajectory, A*-guided, detours):
+
+        - a routine replan (the last plan succeeded) tries the reused guess only, one that avoids
+          a newly blocked trajectory also A* (from (nearly) rest A* first); the others come in
+          the next ticks if it fails;
+        - a plan from a hover or (nearly) at rest starts from the A*-guided guess whatever failed
+          in flight before: it is the one that succeeds there (EgoConfig.rest_guess_rotation has
+          the figures); after failed plans from rest in a row it starts from the next guess in
+          turn (a guess that spends the whole tick would otherwise be the only one ever tried);
+        - a replan in flight after failed plans starts from the next guess each time, for the
+          same reason (measured: 40 failures in a row on the reused trajectory while the A* guess
+          was never run). With rest_guess_rotation true plans from rest rotate this way too.
+        """
+        from_rest = not flying and not self.config.rest_guess_rotation
+        if reuse and self._failures == 0:
+            attempts = attempts[:2] if self._collision_time is not None else attempts[:1]
+            if from_rest:
+                attempts = sorted(attempts, key=lambda kw: not kw.get("guided"))
+            return attempts
+        if len(attempts) < 2:
+            return attempts
+        if from_rest:
+            attempts = sorted(attempts, key=lambda kw: not kw.get("guided"))  # stable: the rest keep their order
+            k = self._rest_failures % len(attempts)
+        else:
+            k = self._failures % len(attempts)
+        return attempts[k:] + attempts[:k]
 
     def _reusable(self, t: float):
         """The current trajectory as a replan's initial guess (None: nothing to reuse). A
@@ -476,6 +487,7 @@ class EgoPlanner:
                 self._turn_heading = (heading, t)
                 if not out.success:
                     self._failures = 0  # looking is progress; max_turn_s bounds it
+                    self._rest_failures = 0  # the next plan sees more: the guided guess first again
                 self.trajectory = None
                 self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"turning to the new heading first "
                                     f"({math.degrees(error):.0f} deg off)", t)

@@ -496,6 +496,55 @@ def test_a_plan_from_rest_starts_from_the_guided_guess_after_failures(rotation):
         assert first_guess(0.0, False) == "guided"
 
 
+def test_a_plan_from_rest_keeps_its_detours_in_order_and_a_turn_ends_the_rest_failures():
+    """From rest the guesses follow the guided one in the order they were built (the two
+    detours' order does not depend on how many plans failed in flight before); a plan refused for
+    never-observed space turns the camera, and the plan after the turn starts from the guided
+    guess again (looking is progress, as for the failures in flight)."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, rest_plan_iterations=0))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
+    built, asked = [], []
+    via_points = planner._via_points
+
+    def recording_via_points(p, target):
+        points = via_points(p, target)
+        built.append([tuple(v) for v in points])
+        return points
+
+    class Sideways:  # a refused plan leading off to the left (+y) of the camera's heading (+x)
+        t_start, t_end = 0.0, 2.0
+
+        def state(self, t):
+            return (np.array([0.0, 2.0 * t, 1.0]),)
+
+    refuse = [False]
+
+    def failing_plan(*args, **kwargs):
+        asked.append("guided" if kwargs.get("guided") else tuple(kwargs["via"]) if kwargs.get("via") is not None else "other")
+        return PlanOutcome(None, "failed on purpose", unobserved=Sideways() if refuse[0] else None)
+
+    planner._via_points = recording_via_points
+    planner.manager.plan = failing_plan
+    rest = VehicleState(1.0, [0.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
+    for failures in (1, 2, 3, 4):
+        built.clear(), asked.clear()
+        planner._failures, planner._rest_failures = failures, 0
+        assert not planner._plan(rest, reuse=False).success
+        assert asked == ["guided"] + built[0], (failures, asked)
+    # two failed plans from rest, then one refused for unobserved space: the camera turns
+    planner._failures, planner._rest_failures = 0, 2
+    refuse[0] = True
+    kind, setpoint = planner._generate(rest)
+    assert planner._turn_heading is not None and setpoint.yaw == pytest.approx(math.pi / 2)
+    assert planner._failures == 0 and planner._rest_failures == 0
+    refuse[0] = False
+    asked.clear()
+    assert not planner._plan(rest, reuse=False).success
+    assert asked[0] == "guided"
+
+
 @pytest.mark.parametrize("spent, second_budget", [(49.6, None), (48.6, 1), (30.0, 20)])
 def test_the_next_guess_of_a_replan_gets_the_whole_iterations_left(spent, second_budget):
     """A guess's charged budget can be fractional (guide-path expansions count as fractions of an
