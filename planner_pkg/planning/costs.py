@@ -208,9 +208,10 @@ class CostProblem:
         # EGO-Swarm's terms: a planning.swarm.SwarmPlanContext (set by the optimiser) or None
         self.swarm = None
 
-    def set_obstacles(self, points, safe_distance_m: float) -> None:
+    def set_obstacles(self, points, safe_distance_m: float, tree: Optional[cKDTree] = None) -> None:
         """Obstacle points (K, 3) m for the distance term and the distance to keep from them, m
-        (None or K = 0: no distance term)."""
+        (None or K = 0: no distance term). ``tree``: a KD-tree already built over exactly these
+        points (None: built here)."""
         if points is None or len(points) == 0:
             self.obstacle_tree, self.obstacle_points, self.safe_distance_m = None, np.zeros((0, 3)), 0.0
             return
@@ -220,8 +221,10 @@ class CostProblem:
         if not (isinstance(safe_distance_m, (int, float)) and math.isfinite(safe_distance_m) and safe_distance_m > 0):
             raise ValueError(f"CostProblem.safe_distance_m must be positive and finite with obstacles, got "
                              f"{safe_distance_m!r}")
+        if tree is not None and tree.n != pts.shape[0]:
+            raise ValueError(f"CostProblem.set_obstacles: the tree holds {tree.n} points, not the {pts.shape[0]} given")
         self.obstacle_points = pts
-        self.obstacle_tree = cKDTree(pts)
+        self.obstacle_tree = cKDTree(pts) if tree is None else tree
         self.safe_distance_m = float(safe_distance_m)
         self.curve_samples = _curve_sample_matrix(self.n)
 
@@ -453,10 +456,16 @@ class FreeObjective:
         if self.pair_rows is not None:
             sf = w.clearance_m
             c = np.maximum(sf - (np.einsum("ij,ij->i", z[self.pair_rows], p.pair_v) - p.pair_pv), 0.0)
-            mm = np.minimum(c, sf)
-            e = c - mm
-            value += w.collision * float((mm * mm * mm + (3.0 * sf * sf + 3.0 * sf * e) * e).sum())
-            np.multiply(p.pair_v, (-w.collision * (3.0 * mm * mm + 6.0 * sf * e))[:, None], out=g[self.pair_rows])
+            if c.max() <= sf:
+                # the usual case (no point deeper than s_f): the cubic alone, the same numbers
+                # as the general expression below with e = 0, in 5 NumPy calls instead of 13
+                value += w.collision * float((c * c * c).sum())
+                np.multiply(p.pair_v, (-w.collision * (3.0 * c * c))[:, None], out=g[self.pair_rows])
+            else:
+                mm = np.minimum(c, sf)
+                e = c - mm
+                value += w.collision * float((mm * mm * mm + (3.0 * sf * sf + 3.0 * sf * e) * e).sum())
+                np.multiply(p.pair_v, (-w.collision * (3.0 * mm * mm + 6.0 * sf * e))[:, None], out=g[self.pair_rows])
         if self.knot_rows is not None:
             xr = z[self.knot_rows] - p.ref_points
             t = p.ref_tangents

@@ -350,6 +350,7 @@ class EgoPlanner:
         out = None
         hits: Dict[str, int] = {}
         self._unobserved = None
+        obstacles = self.manager.optimizer.obstacle_set()  # the map stays as it is until the plan is made
         for k, kw in enumerate(attempts):
             if k > 0 and budget is not None and budget - used < 1:  # not a whole iteration left
                 break
@@ -358,7 +359,8 @@ class EgoPlanner:
                 break
             out = self.manager.plan(p, v, a, target, tvel, state.t, yaw, time_scale=scale,
                                     previous_t=t_ref if "previous" in kw else None,
-                                    max_iterations=None if budget is None else int(budget - used), **kw)
+                                    max_iterations=None if budget is None else int(budget - used),
+                                    obstacles=obstacles, **kw)
             used += (out.optimize.budget_used if out.optimize else 0) + (out.refine.iterations if out.refine else 0)
             for name, n in out.safety_net_hits().items():
                 hits[name] = hits.get(name, 0) + n

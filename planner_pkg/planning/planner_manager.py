@@ -93,7 +93,7 @@ class PlanManager:
     def plan(self, p0, v0, a0, target, target_vel, t_now: float, start_yaw: float,
              previous: Optional[BsplineTrajectory] = None, via=None, guided: bool = False,
              time_scale: float = 1.0, previous_t: Optional[float] = None,
-             max_iterations: Optional[int] = None) -> PlanOutcome:
+             max_iterations: Optional[int] = None, obstacles=None) -> PlanOutcome:
         """A trajectory from the state (p0, v0, a0) at absolute time ``t_now`` to ``target``.
 
         The initial guess: with ``guided``, along an A* path from p0 to the target (string-pulled,
@@ -102,7 +102,9 @@ class PlanManager:
         at p0: ``t_now`` when None). ``time_scale`` multiplies the optimiser's and A*'s time
         budgets; ``max_iterations`` caps the L-BFGS iterations of each optimiser stage (rebound,
         refit) below its configured budget: a rebound that ends at the cap still gets its refit,
-        so an accepted plan keeps to the limits.
+        so an accepted plan keeps to the limits. ``obstacles``: the optimiser's
+        :meth:`~planner_pkg.planning.rebound.ReboundOptimizer.obstacle_set` shared by the calls of
+        one plan while the map stays as it is (None: one for this call).
         """
         t0 = time.perf_counter()
         c = self.config
@@ -121,10 +123,12 @@ class PlanManager:
             return PlanOutcome(None, "already at the target: nothing to plan", time_s=time.perf_counter() - t0)
         # EGO-Swarm: the other drones' broadcasts at this plan's times (set for every plan)
         self.optimizer.swarm_plan = None if self.swarm is None else self.swarm.plan_maker(t_now, target)
-        opt = self.optimizer.optimize(guess, time_scale, max_iterations)
+        if obstacles is None:
+            obstacles = self.optimizer.obstacle_set()
+        opt = self.optimizer.optimize(guess, time_scale, max_iterations, obstacles)
         if not opt.success:
             return PlanOutcome(None, f"optimisation failed: {opt.message}", opt, time_s=time.perf_counter() - t0)
-        ref = self.optimizer.refine(opt.spline, max_iterations)
+        ref = self.optimizer.refine(opt.spline, max_iterations, obstacles)
         spline = ref.spline if ref.success else opt.spline
         ratio = spline.feasibility_ratio(c.max_vel_mps, c.max_acc_mps2)
         # a start state already beyond the limits (tracking overshoot, a lowered limit) cannot be

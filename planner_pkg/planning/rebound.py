@@ -32,6 +32,7 @@ from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from planner_pkg.config_schema import Config, non_negative, positive, setting
 from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
@@ -237,8 +238,9 @@ class _Pairs:
 
 
 class _ObstacleSet:
-    """The occupied voxel centres around the curves of one optimize() call (the map does not
-    change during it), read from the map once and cut to each minimisation's box.
+    """The occupied voxel centres around the curves of one plan (its optimize() and refine()
+    calls, over all its initial guesses: the map does not change during it), read from the map
+    once and cut to each minimisation's box.
 
     Reading them (``occupied_points``: ``argwhere`` over the box) took ~0.25 ms of the ~0.4 ms a
     minimisation spent on its obstacles, 7-10 % of the slowest plans at 6 m/s; a mask over the
@@ -253,6 +255,9 @@ class _ObstacleSet:
         self.points = np.zeros((0, 3))
         self.index = np.zeros((0, 3), np.int64)  # their local voxel indices
         self.reads = 0
+        self._tree_points: Optional[np.ndarray] = None  # the points of the last tree built, and it
+        self._tree = None
+        self.trees_built = 0
 
     def in_box(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """(K, 3) m: the occupied voxel centres in the world box ``[lo, hi]`` (as the map's
@@ -266,6 +271,19 @@ class _ObstacleSet:
         i0, i1 = self.map.centre_index_range(lo, hi)
         keep = ((self.index >= i0) & (self.index < i1)).all(axis=1)
         return self.points[keep]
+
+    def for_box(self, lo: np.ndarray, hi: np.ndarray):
+        """``(points, tree)``: :meth:`in_box`'s points and a KD-tree over them (None when there are
+        none). A box that gets the same points as the one before shares its tree: consecutive
+        minimisations (rebounds, weight doublings, the refit) mostly do, and a tree of ~600
+        points takes ~0.1 ms to build."""
+        pts = self.in_box(lo, hi)
+        last = self._tree_points
+        if last is not None and last.shape == pts.shape and np.array_equal(last, pts):
+            return last, self._tree
+        self._tree_points, self._tree = pts, (cKDTree(pts) if pts.shape[0] else None)
+        self.trees_built += 1
+        return pts, self._tree
 
 
 class ReboundOptimizer:
@@ -297,7 +315,7 @@ class ReboundOptimizer:
         """Give ``problem`` the occupied voxels near the control polygon ``q`` (its bounding box
         grown by the safe distance and a voxel: points farther away cannot reach the curve,
         which lies in the polygon's convex hull). ``cache``: the :class:`_ObstacleSet` shared by
-        the minimisations of one optimize() call (the same points, read from the map once)."""
+        the minimisations of one plan (the same points, read from the map once)."""
         r = self.safe_distance_m
         if r <= 0:
             return
@@ -306,7 +324,8 @@ class ReboundOptimizer:
         if cache is None:
             problem.set_obstacles(self.map.occupied_points(lo, hi), r)
         else:
-            problem.set_obstacles(cache.in_box(lo, hi), r)
+            points, tree = cache.for_box(lo, hi)
+            problem.set_obstacles(points, r, tree=tree)
 
     def _set_swarm(self, problem: CostProblem, q: np.ndarray) -> None:
         if self.swarm_plan is not None:
@@ -349,8 +368,14 @@ class ReboundOptimizer:
         return _FIXED - 1, last_point - 1
 
     # -- rebound ----------------------------------------------------------------------------------
+    def obstacle_set(self) -> _ObstacleSet:
+        """A cache of the map's obstacle points (and KD-trees over them) for the optimize() and
+        refine() calls of one plan: pass it to each (``obstacles=``). Valid while the map does
+        not change."""
+        return _ObstacleSet(self.map)
+
     def optimize(self, spline: UniformBSpline, time_scale: float = 1.0,
-                 max_iterations: Optional[int] = None) -> ReboundResult:
+                 max_iterations: Optional[int] = None, obstacles: Optional[_ObstacleSet] = None) -> ReboundResult:
         """Collision-free, smooth, feasible version of ``spline`` (cubic, (N, 3)).
 
         time_scale: multiplies the budgets (``max_total_iterations``, ``max_time_s`` and A*'s
@@ -358,6 +383,7 @@ class ReboundOptimizer:
         max_iterations: a smaller L-BFGS iteration budget for this call (None: the scaled
         ``max_total_iterations``). The budget is hard: the last minimisation stops where it runs
         out, and its curve is kept if it is collision free.
+        obstacles: the plan's :meth:`obstacle_set` (None: one for this call).
         """
         t0 = time.perf_counter()
         c = self.config
@@ -414,7 +440,7 @@ class ReboundOptimizer:
                 return segments[1:]
             return segments
 
-        obstacles = _ObstacleSet(self.map)
+        obstacles = _ObstacleSet(self.map) if obstacles is None else obstacles
         add_pairs(collision_segments(self.map, q, first_edge, last_edge, step), q)
         weights = _rebound_weights(c.weights, c.rebound_feasibility_scale)
         iterations = evaluations = rebounds = doublings = 0
@@ -465,7 +491,8 @@ class ReboundOptimizer:
                              time.perf_counter() - t0, wall_limited, stats["astar_time_limits"], used())
 
     # -- time reallocation + anisotropic refit ------------------------------------------------------
-    def refine(self, spline: UniformBSpline, max_iterations: Optional[int] = None) -> ReboundResult:
+    def refine(self, spline: UniformBSpline, max_iterations: Optional[int] = None,
+               obstacles: Optional[_ObstacleSet] = None) -> ReboundResult:
         """Respect the limits by re-timing the path, keeping the start state and the shape.
 
         If the feasibility ratio (see :meth:`UniformBSpline.feasibility_ratio`) exceeds
@@ -475,7 +502,8 @@ class ReboundOptimizer:
         the re-timed knot points. Returns the input unchanged when it is feasible; the refit is
         accepted only if it is collision free over the checked part. ``max_iterations`` caps the
         refit's L-BFGS iterations below ``config.max_iterations``; at 0 a curve that needs a refit
-        is returned unrefined (status TIME_LIMIT).
+        is returned unrefined (status TIME_LIMIT). ``obstacles``: the plan's :meth:`obstacle_set`
+        (None: the map is read for this call).
         """
         t0 = time.perf_counter()
         c = self.config
@@ -489,7 +517,7 @@ class ReboundOptimizer:
         dt = fitted.dt
         problem = CostProblem(fitted.control_points.shape[0], dt, c.max_vel_mps, c.max_acc_mps2, c.weights,
                               ref_points=knots, ref_tangents=tangents, max_jerk=self.max_jerk_mps3)
-        self._set_obstacles(problem, fitted.control_points)
+        self._set_obstacles(problem, fitted.control_points, obstacles)
         self._set_swarm(problem, fitted.control_points)
         # the fitness term replaces the collision term (no pairs): staying near the collision-free
         # shape keeps it free, which the check below confirms

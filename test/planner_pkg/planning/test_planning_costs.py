@@ -150,6 +150,30 @@ def test_free_objective_equals_the_total_kernel_on_the_free_points(weights, max_
         np.testing.assert_allclose(g, g_ref[lo:hi].ravel(), rtol=1e-10, atol=1e-10 * max(1.0, np.abs(g_ref).max()))
 
 
+def test_free_objective_equals_the_total_kernel_when_no_pair_is_deeper_than_s_f():
+    """The collision term's usual case, every pair point within s_f of its obstacle side (the
+    cubic part only: FreeObjective's short path), against the total kernel."""
+    q, base = make(3)
+    sf = CostWeights().clearance_m
+    idx = base.pair_index
+    d = np.linspace(0.02, 0.9, idx.shape[0])  # c = s_f - d: inside (0, s_f) or zero (d >= s_f)
+    p = q[idx] - d[:, None] * base.pair_v
+    problem = CostProblem(N, 0.2, 2.0, 3.0, CostWeights(), idx, p, base.pair_v,
+                          ref_points=base.ref_points, ref_tangents=base.ref_tangents)
+    objective = FreeObjective(problem, q, 3, N - 3)
+    rng = np.random.default_rng(4)
+    for scale in (0.0, 0.01, 0.01):
+        x = (q[3:N - 3] + rng.normal(scale=scale, size=(N - 6, 3))).ravel()
+        moved = q.copy()
+        moved[3:N - 3] = x.reshape(-1, 3)
+        c = sf - (np.einsum("ij,ij->i", moved[idx], base.pair_v) - np.einsum("ij,ij->i", p, base.pair_v))
+        assert c.max() <= sf and (c > 0).sum() >= 4  # the short path, with the cubic active
+        f_ref, g_ref = total_kernel(moved, problem)
+        f, g = objective(x)
+        assert f == pytest.approx(f_ref, rel=1e-12, abs=1e-12)
+        np.testing.assert_allclose(g, g_ref[3:N - 3].ravel(), rtol=1e-10, atol=1e-10 * max(1.0, np.abs(g_ref).max()))
+
+
 def test_free_objective_gradient_against_finite_differences():
     q, problem = full_problem(7, max_jerk=4.0)
     objective = FreeObjective(problem, q, 3, N - 3)

@@ -171,6 +171,58 @@ def test_the_shared_obstacle_set_gives_each_box_the_maps_points_and_reads_the_ma
     assert shared.reads == 2  # beyond the slack: read again
 
 
+def test_boxes_with_the_same_points_share_one_kd_tree():
+    from scipy.spatial import cKDTree
+
+    from planner_pkg.planning import rebound
+
+    m = cylinder_map()
+    shared = rebound._ObstacleSet(m, slack_m=0.5)
+    lo, hi = np.array([-1.0, -1.0, 0.5]), np.array([1.0, 1.0, 1.5])
+    pts, tree = shared.for_box(lo, hi)
+    assert pts.shape[0] > 100 and tree.n == pts.shape[0] and shared.trees_built == 1
+    same, same_tree = shared.for_box(lo + 0.01, hi - 0.01)  # the same voxel centres inside
+    assert same_tree is tree and shared.trees_built == 1
+    np.testing.assert_array_equal(same, pts)
+    other, other_tree = shared.for_box(lo + 0.2, hi)
+    assert other_tree is not tree and shared.trees_built == 2
+    np.testing.assert_array_equal(other, m.occupied_points(lo + 0.2, hi))
+    rng = np.random.default_rng(5)
+    probe = rng.uniform(lo, hi, size=(50, 3))
+    for points, kd in ((pts, tree), (other, other_tree)):
+        np.testing.assert_array_equal(kd.query(probe)[0], cKDTree(points).query(probe)[0])
+    empty, none = shared.for_box(np.array([5.0, 5.0, 1.0]), np.array([5.5, 5.5, 1.5]))
+    assert empty.shape == (0, 3) and none is None
+
+
+def test_a_plan_reads_its_obstacles_once_for_the_rebound_and_the_refit_and_plans_as_without(monkeypatch):
+    from planner_pkg.planning import rebound
+    from planner_pkg.planning.planner_manager import PlanManager
+
+    m = cylinder_map()
+    reads = []
+    original = m.occupied_points
+    monkeypatch.setattr(m, "occupied_points", lambda lo, hi: reads.append(1) or original(lo, hi))
+    cfg = OptimizerConfig(max_vel_mps=2.0, max_acc_mps2=3.0, max_time_s=10.0)
+    args = (np.array([-3.0, 0.05, 1.0]), np.array([1.5, 0.0, 0.0]), np.zeros(3), np.array([3.0, 0.05, 1.0]),
+            np.zeros(3), 0.0, 0.0)
+    shared = PlanManager(m, cfg, knot_dt=0.24).plan(*args)
+    shared_reads = len(reads)
+
+    class PerCall(rebound._ObstacleSet):  # the map read for every box, as a plan without the set did
+        def in_box(self, lo, hi):
+            return self.map.occupied_points(lo, hi)
+
+    reads.clear()
+    monkeypatch.setattr(rebound, "_ObstacleSet", PerCall)
+    own = PlanManager(m, cfg, knot_dt=0.24).plan(*args)
+    assert shared.success and own.success
+    assert shared.refine.iterations > 0  # the refit ran (and read obstacles)
+    assert shared_reads == 1 and len(reads) >= 2  # the rebound's and the refit's minimisations
+    np.testing.assert_array_equal(shared.trajectory.spline.control_points, own.trajectory.spline.control_points)
+    assert shared.message == own.message
+
+
 def test_an_optimize_call_reads_its_obstacles_once_and_plans_as_with_a_read_per_minimisation(monkeypatch):
     from planner_pkg.planning import rebound
     from planner_pkg.planning.costs import CostWeights
