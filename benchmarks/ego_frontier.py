@@ -62,7 +62,7 @@ class _Recorder:
         self._last = None
         if i < points.shape[0] and cause == "unknown":
             probes = points[i] + limit.probe_m * frontier._PROBES
-            known = frontier._observed(grid_map, history, probes, start, limit.start_radius_m)
+            known = frontier.observed(grid_map, history, probes, start, limit.start_radius_m)
             k = int(np.argmin(known))  # the first unobserved one (0: the path sample itself)
             tangent = points[min(i + 1, points.shape[0] - 1)] - points[max(i - 1, 0)]
             self._last = (probes[k], k, tangent)

@@ -61,6 +61,12 @@ class EgoConfig(Config):
     safety_horizon_s: the trajectory ahead is checked for collisions over its first 2/3 (EGO)
         and at least this far ahead, s.
     emergency_decel_mps2: braking deceleration of an emergency stop, m/s^2 (None = 2 max_acc).
+    emergency_steer_deg: an emergency stop may turn its deceleration this far sideways, deg, to
+        either side (each angle is a candidate; empty = brake straight along the velocity): it
+        stops 1 / cos farther along but up to a metre aside (planning/emergency.py). A steered
+        stop is taken when its whole path was observed and it keeps ``emergency_steer_gain_m``
+        more clearance from occupied voxels than the straight one.
+    emergency_steer_gain_m: see ``emergency_steer_deg``, m.
     goal_search_radius_m: how far a goal inside an obstacle may be moved, m.
     target_search_radius_m: same for a local target, m.
     reached_tolerance_m: the mission is complete within this distance of the goal, m.
@@ -184,6 +190,8 @@ class EgoConfig(Config):
     emergency_time_s: float = positive(1.0)
     safety_horizon_s: float = positive(2.0)
     emergency_decel_mps2: Optional[float] = positive(None)
+    emergency_steer_deg: Tuple[float, ...] = setting((25.0, 45.0), range=(0.0, 75.0))
+    emergency_steer_gain_m: float = non_negative(0.05)
     goal_search_radius_m: float = non_negative(1.0)
     target_search_radius_m: float = non_negative(1.5)
     reached_tolerance_m: float = positive(0.2)

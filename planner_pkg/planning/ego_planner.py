@@ -43,6 +43,7 @@ from planner_pkg.planning.grid_map import OccupancyGridMap
 from planner_pkg.planning.initial_path import local_target
 from planner_pkg.planning.planner_manager import PlanManager, PlanOutcome
 from planner_pkg.planning.replan_fsm import FsmState, ReplanFSM
+from planner_pkg.planning.emergency import choose_emergency_stop
 from planner_pkg.planning.trajectory import BrakingTrajectory, BsplineTrajectory
 from planner_pkg.planning.visibility import DepthHistory
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
@@ -76,6 +77,7 @@ class PlannerStats:
     optimizer_iterations: List[int] = field(default_factory=list)
     fuse_ms: List[float] = field(default_factory=list)  # map update per sensor frame
     emergency_stops: int = 0
+    emergency_steered: int = 0  # ... of which braked while steering away (planning/emergency.py)
     bad_frames: int = 0
     stop_limited: int = 0  # plans re-timed to stop before never-observed / blocked space
     cannot_stop: int = 0  # ... of which the start speed needed more room than was known free
@@ -587,11 +589,18 @@ class EgoPlanner:
             return True, self.trajectory
         hit = self._collision_time
         if hit is not None and hit - t < self.config.emergency_time_s:
+            c = self.config
             p, v, _, yaw, _ = self._start_state(state, use_reference=True)
-            decel = self.config.emergency_decel_mps2 or 2.0 * self.config.max_acc_mps2
-            self.trajectory = BrakingTrajectory(p, v, t, decel, yaw)
+            decel = c.emergency_decel_mps2 or 2.0 * c.max_acc_mps2
+            self.trajectory, choice = choose_emergency_stop(
+                self.map, self._history, p, v, t, decel, yaw, [math.radians(a) for a in c.emergency_steer_deg],
+                c.emergency_steer_gain_m, c.unknown_space.start_radius_m,
+                accept=None if self.swarm is None else (lambda stop: self.swarm.collision_time(stop, t, stop.duration)
+                                                        is None))
             self.stats.emergency_stops += 1
-            self._event(t, f"emergency stop: collision {hit - t:.2f} s ahead and replanning failed ({out.message})")
+            self.stats.emergency_steered += choice.steer_rad != 0.0
+            self._event(t, f"emergency stop: collision {hit - t:.2f} s ahead and replanning failed ({out.message}); "
+                           f"{choice.describe()}")
             self.fsm.transition(FsmState.EMERGENCY_STOP, f"collision {hit - t:.2f} s ahead, replan failed", t)
             return True, self.trajectory
         if out.message.endswith("refusing it") or self._failures >= self.config.max_consecutive_failures:

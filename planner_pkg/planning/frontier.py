@@ -63,7 +63,7 @@ from planner_pkg.planning.collision_pairs import curve_collision_time
 from planner_pkg.planning.trajectory import BsplineTrajectory, HeadingProfile
 from planner_pkg.types import Setpoint
 
-__all__ = ["UnknownSpaceConfig", "StopLimit", "FrontierReport", "StopLimitedTrajectory", "limit_to_known_space"]
+__all__ = ["UnknownSpaceConfig", "StopLimit", "FrontierReport", "StopLimitedTrajectory", "limit_to_known_space", "observed"]
 
 _SCHEMA = Schema(sep=" ")
 _SPEED_TOL = 1e-9  # m/s: the plan's speed may touch the cap
@@ -159,7 +159,7 @@ class FrontierReport:
 _PROBES = np.array([[0, 0, 0], [1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]], dtype=np.float64)
 
 
-def _observed(grid_map, history, probes: np.ndarray, start: np.ndarray, start_radius_m: float) -> np.ndarray:
+def observed(grid_map, history, probes: np.ndarray, start: np.ndarray, start_radius_m: float) -> np.ndarray:
     """(K,) bool: each point of ``probes`` (K, 3) was observed (a voxel some ray passed through, or
     seen free in a recent frame of ``history``) or lies within ``start_radius_m`` of ``start``."""
     d2 = ((probes - start) ** 2).sum(axis=1)
@@ -176,7 +176,7 @@ def _known_free(grid_map, history, points: np.ndarray, start: np.ndarray, limit:
     """(index of the first sample of ``points`` (M, 3) that is not known free, or M; its cause)."""
     m = points.shape[0]
     probes = (points[:, None, :] + limit.probe_m * _PROBES[None]).reshape(-1, 3)
-    known = _observed(grid_map, history, probes, start, limit.start_radius_m)
+    known = observed(grid_map, history, probes, start, limit.start_radius_m)
     known = known.reshape(m, _PROBES.shape[0]).all(axis=1)
     blocked = grid_map.is_blocked(points)
     if blocked[0]:

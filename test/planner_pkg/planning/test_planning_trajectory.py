@@ -103,3 +103,37 @@ def test_braking_jerk_is_zero_and_sampled_trajectory_jerk_is_its_acceleration_sl
     np.testing.assert_allclose(st.sample(0.05).jerk, [10.0, -20.0, 0.0])
     np.testing.assert_allclose(st.sample(0.2).jerk, [0.0, 0.0, 20.0])
     assert not st.sample(0.3).has_jerk  # the final hover: no feed-forward at all
+
+
+@pytest.mark.parametrize("steer_deg", [20.0, -35.0])
+def test_a_steered_emergency_stop_brakes_as_hard_and_ends_at_rest_aside(steer_deg):
+    """Against the closed form (D = v^2 / 2a: D / cos along, D (tan / cos + tan^2) aside), with the
+    velocity the derivative of the position and the acceleration magnitude the braking's."""
+    import math
+
+    v, decel, th = 5.0, 10.0, math.radians(steer_deg)
+    brake = BrakingTrajectory([1.0, 2.0, 1.0], [0.0, v, 0.0], t_start=3.0, decel_mps2=decel, yaw=0.5, steer_rad=th)
+    d = v * v / (2.0 * decel)
+    a = abs(th)
+    along, aside = d / math.cos(a), d * (math.tan(a) / math.cos(a) + math.tan(a) ** 2)
+    left = np.array([-1.0, 0.0, 0.0])  # 90 deg left of +y
+    np.testing.assert_allclose(brake.stop_position, [1.0, 2.0 + along, 1.0] + math.copysign(aside, th) * left,
+                               atol=1e-12)
+    assert brake.duration == pytest.approx(v / (decel * math.cos(a)) + v * math.tan(a) / decel)
+    h = 1e-6
+    for t in np.linspace(3.0 + 1e-3, brake.t_end - 1e-3, 40):
+        p, vel, acc = brake.state(t)
+        np.testing.assert_allclose((brake.state(t + h)[0] - brake.state(t - h)[0]) / (2 * h), vel, atol=1e-5)
+        assert np.linalg.norm(acc) == pytest.approx(decel)
+        assert acc[2] == 0.0 and vel[2] == 0.0
+    end = brake.sample(brake.t_end + 1.0)
+    np.testing.assert_allclose(end.velocity, 0.0, atol=1e-12)
+    np.testing.assert_allclose(end.acceleration, 0.0)
+    np.testing.assert_allclose(end.position, brake.stop_position)
+    assert end.yaw == 0.5
+    straight = BrakingTrajectory([1.0, 2.0, 1.0], [0.0, v, 0.0], t_start=3.0, decel_mps2=decel)
+    np.testing.assert_allclose(straight.stop_position, [1.0, 2.0 + d, 1.0])
+    with pytest.raises(ValueError, match="steer"):
+        BrakingTrajectory([0, 0, 1], [1, 0, 0], 0.0, decel_mps2=5.0, steer_rad=math.radians(85.0))
+    # straight up or down there is no horizontal side: braking straight whatever the angle
+    assert BrakingTrajectory([0, 0, 1], [0, 0, 2.0], 0.0, decel_mps2=5.0, steer_rad=0.5).steer_rad == 0.0

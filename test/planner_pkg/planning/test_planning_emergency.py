@@ -1,0 +1,138 @@
+"""The emergency stop: braking straight or steering away, judged on a real voxel map against
+clearances measured independently (brute force over every occupied voxel centre)."""
+import math
+
+import numpy as np
+import pytest
+
+from planner_pkg.planning.ego_config import EgoConfig
+from planner_pkg.planning.ego_planner import EgoPlanner
+from planner_pkg.planning.emergency import choose_emergency_stop
+from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap
+from planner_pkg.planning.trajectory import BrakingTrajectory
+from planner_pkg.types import VehicleState
+
+EYE = np.array([0.0, 0.0, 1.0])
+V0 = np.array([5.0, 0.0, 0.0])  # at 10 m/s^2 a straight stop 1.25 m ahead
+DECEL = 10.0
+ANGLES = (math.radians(25.0), math.radians(45.0))
+
+
+def trunk_cloud(cy=0.2, cx=1.5, r=0.15, fan_deg=100.0):
+    """What a sensor at EYE sees: a trunk (r m, centre (cx, cy)) and, through the free space
+    around it, a wall of hits 6 m away over +-fan_deg."""
+    th = np.radians(np.linspace(-fan_deg, fan_deg, int(4 * fan_deg) + 1))
+    z = np.arange(0.3, 2.5, 0.05)
+    wall = np.array([[6.0 * math.cos(a), 6.0 * math.sin(a), zz] for a in th for zz in z])
+    ring = np.radians(np.arange(0.0, 360.0, 3.0))
+    trunk = np.array([[cx + r * math.cos(a), cy + r * math.sin(a), zz] for a in ring for zz in z])
+    facing = ((EYE[:2] - trunk[:, :2]) * (trunk[:, :2] - [cx, cy])).sum(axis=1) > 0
+    return np.vstack([wall, trunk[facing]])
+
+
+def fill(grid_map, cloud):
+    for _ in range(3):
+        grid_map.insert_point_cloud(EYE, cloud)
+    return grid_map
+
+
+def trunk_map(**kwargs):
+    m = OccupancyGridMap(GridMapConfig(size_m=(16.0, 16.0, 3.0), inflation_m=0.3, floor_m=0.3, ceiling_m=2.5),
+                         center=(0.0, 0.0, 1.0))
+    return fill(m, trunk_cloud(**kwargs))
+
+
+def clearance(grid_map, stop, step_s=0.002):
+    """Smallest distance of the stop's path to any occupied voxel centre, brute force."""
+    occupied = grid_map.index_to_position(np.argwhere(grid_map.occupied))  # local indices
+    path = stop.positions(np.arange(stop.t_start, stop.t_end + step_s, step_s))
+    return float(np.sqrt(((path[:, None, :] - occupied[None, :, :]) ** 2).sum(axis=2)).min())
+
+
+def test_a_trunk_ahead_is_avoided_by_steering_with_more_clearance():
+    m = trunk_map()  # 0.15 m radius, 1.5 m ahead, 0.2 m left: a straight stop ends beside it
+    straight = BrakingTrajectory(EYE, V0, 2.0, DECEL)
+    stop, choice = choose_emergency_stop(m, None, EYE, V0, 2.0, DECEL, 0.3, ANGLES)
+    assert choice.steer_rad != 0.0 and stop.steer_rad == choice.steer_rad and stop.yaw == 0.3
+    assert clearance(m, straight) < 0.2  # braking straight ends next to the trunk
+    assert clearance(m, stop) > clearance(m, straight) + 0.2
+    assert choice.clearance_m == pytest.approx(clearance(m, stop), abs=0.02)
+    assert choice.straight_clearance_m == pytest.approx(clearance(m, straight), abs=0.02)
+    assert np.linalg.norm(stop.sample(2.1).acceleration) == pytest.approx(DECEL)
+    assert "steering" in choice.describe()
+
+
+@pytest.mark.parametrize("cy, side", [(0.25, -1.0), (-0.25, 1.0)])
+def test_it_steers_away_from_the_side_the_trunk_is_on(cy, side):
+    m = trunk_map(cy=cy)
+    stop, choice = choose_emergency_stop(m, None, EYE, V0, 0.0, DECEL, steer_angles_rad=ANGLES)
+    assert math.copysign(1.0, choice.steer_rad) == side
+    assert stop.stop_position[1] * side > 0.3
+
+
+def test_unobserved_space_beside_keeps_the_stop_straight():
+    m = trunk_map(fan_deg=6.0)  # only a narrow wedge ahead was ever observed
+    stop, choice = choose_emergency_stop(m, None, EYE, V0, 0.0, DECEL, steer_angles_rad=ANGLES)
+    assert choice.steer_rad == 0.0 and stop.steer_rad == 0.0 and choice.unobserved >= 1
+    np.testing.assert_allclose(stop.stop_position, EYE + [1.25, 0.0, 0.0])
+    assert "braking straight" in choice.describe()
+
+
+def test_without_angles_or_obstacles_it_brakes_straight():
+    m = trunk_map()
+    for angles in ((), (0.0,)):
+        stop, choice = choose_emergency_stop(m, None, EYE, V0, 0.0, DECEL, steer_angles_rad=angles)
+        assert stop.steer_rad == 0.0 and choice.steered_candidates == 0
+    empty = OccupancyGridMap(GridMapConfig(size_m=(16.0, 16.0, 3.0)), center=(0.0, 0.0, 1.0))
+    stop, choice = choose_emergency_stop(empty, None, EYE, V0, 0.0, DECEL, steer_angles_rad=ANGLES)
+    assert stop.steer_rad == 0.0 and choice.clearance_m == math.inf
+    stop, choice = choose_emergency_stop(m, None, EYE, np.zeros(3), 0.0, DECEL, steer_angles_rad=ANGLES)
+    assert stop.duration == 0.0 and stop.steer_rad == 0.0  # at rest already
+
+
+class CrowdedSwarm:
+    """A stand-in EGO-Swarm view whose other drone is in the way of every steered stop."""
+
+    def __init__(self):
+        self.asked = []
+
+    def collision_time(self, trajectory, t_from, horizon_s):
+        self.asked.append(trajectory)
+        return None if trajectory.steer_rad == 0.0 else (t_from + 0.2, 7, 0.4)
+
+
+@pytest.mark.parametrize("angles, swarm, steered", [((25.0, 45.0), None, True), ((), None, False),
+                                                    ((25.0, 45.0), CrowdedSwarm(), False)])
+def test_the_planner_steers_its_emergency_stop_and_says_so(angles, swarm, steered):
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    config = EgoConfig(map=GridMapConfig(size_m=(16.0, 16.0, 3.0), inflation_m=0.3, floor_m=0.3, ceiling_m=2.5),
+                       emergency_decel_mps2=DECEL, emergency_steer_deg=angles)
+    planner = EgoPlanner(config)
+    planner.reset(EYE, np.array([10.0, 0.0, 1.0]))
+    planner.swarm = swarm  # (attach_swarm would also hand it to the plan manager, replaced here)
+    fill(planner.map, trunk_cloud())
+    planner.manager.plan = lambda *args, **kwargs: PlanOutcome(None, "failed on purpose")
+    state = VehicleState(4.0, EYE, V0, [0, 0, 0, 1], np.zeros(3))
+    planner._collision_time = 4.3  # the committed trajectory is blocked 0.3 s ahead
+    done, stop = planner._replan(state)
+    assert done and isinstance(stop, BrakingTrajectory) and planner.trajectory is stop
+    assert (stop.steer_rad != 0.0) == steered
+    assert planner.stats.emergency_stops == 1 and planner.stats.emergency_steered == int(steered)
+    assert ("steering" if steered else "braking straight") in planner.events[-1]
+    if swarm is not None:
+        assert swarm.asked and "another drone" in planner.events[-1]
+    assert clearance(planner.map, stop) > (0.3 if steered else 0.0)
+
+
+def test_a_steered_stop_the_caller_refuses_is_not_taken():
+    m = trunk_map()
+    seen = []
+
+    def refuse(stop):
+        seen.append(stop.steer_rad)
+        return False
+
+    stop, choice = choose_emergency_stop(m, None, EYE, V0, 0.0, DECEL, steer_angles_rad=ANGLES, accept=refuse)
+    assert stop.steer_rad == 0.0 and choice.vetoed == len(seen) >= 1 and all(s != 0.0 for s in seen)
+    assert "another drone" in choice.describe()
