@@ -9,10 +9,13 @@ farther along but up to a metre aside, which is what a pilot does: brake *and* s
 
 :func:`choose_emergency_stop` flies each candidate (straight, and each steer angle to either side)
 on the map: its clearance is the smallest distance of its path, sampled every ``step_s``, to an
-occupied voxel centre. A steered stop is taken only when every point of its path was observed
-(the voxel map's rays, or a recent depth frame of ``history``; never-observed space may hide an
-obstacle) and it keeps at least ``min_gain_m`` more clearance than braking straight; among those
-the one with the most clearance (the smaller angle on a tie). No ROS here.
+occupied voxel centre. A steered stop is taken when it keeps at least ``min_gain_m`` more
+clearance than braking straight and every point of its path was observed (the voxel map's rays,
+or a recent depth frame of ``history``; never-observed space may hide an obstacle); among those
+the one with the most clearance (the smaller angle on a tie). Only when braking straight would
+come closer than ``blind_below_m`` to what is known to be there (the planner passes its map's
+inflation) is the best steered stop through never-observed space taken instead. The stop starts
+from the vehicle's own state (the planner passes its odometry, not its reference). No ROS here.
 """
 from __future__ import annotations
 
@@ -35,7 +38,8 @@ class EmergencyChoice:
     clearance_m and straight_clearance_m: the chosen and the straight path's smallest distance to
     an occupied voxel centre, m (inf: none near); steered_candidates: steered paths judged;
     unobserved: steered paths with more clearance refused for passing never-observed space;
-    vetoed: ... refused by the caller's ``accept`` (EGO-Swarm: too close to another drone)."""
+    vetoed: ... refused by the caller's ``accept`` (EGO-Swarm: too close to another drone);
+    blind: the chosen steered stop passes never-observed space (braking straight would touch)."""
 
     steer_rad: float
     clearance_m: float
@@ -43,6 +47,7 @@ class EmergencyChoice:
     steered_candidates: int
     unobserved: int
     vetoed: int = 0
+    blind: bool = False
 
     def describe(self) -> str:
         if self.steer_rad == 0.0:
@@ -51,7 +56,8 @@ class EmergencyChoice:
                     + (f", {self.vetoed} too close to another drone)" if self.vetoed else ")"))
         side = "left" if self.steer_rad > 0 else "right"
         return (f"braking while steering {math.degrees(abs(self.steer_rad)):.0f} deg {side} (clearance "
-                f"{self.clearance_m:.2f} m against {self.straight_clearance_m:.2f} m straight)")
+                f"{self.clearance_m:.2f} m against {self.straight_clearance_m:.2f} m straight"
+                + ("; through never-observed space: straight would touch)" if self.blind else ")"))
 
 
 def _path(stop: BrakingTrajectory, step_s: float) -> np.ndarray:
@@ -62,13 +68,16 @@ def _path(stop: BrakingTrajectory, step_s: float) -> np.ndarray:
 def choose_emergency_stop(grid_map, history, position, velocity, t_start: float, decel_mps2: float,
                           yaw: float = math.nan, steer_angles_rad: Sequence[float] = (),
                           min_gain_m: float = 0.05, start_radius_m: float = 0.5, step_s: float = 0.02,
-                          accept: Optional[Callable[[BrakingTrajectory], bool]] = None
-                          ) -> Tuple[BrakingTrajectory, EmergencyChoice]:
+                          accept: Optional[Callable[[BrakingTrajectory], bool]] = None,
+                          blind_below_m: float = 0.0) -> Tuple[BrakingTrajectory, EmergencyChoice]:
     """The emergency stop from ``position``/``velocity`` (3,) at ``t_start`` (see the module
     docstring). ``steer_angles_rad``: the steer angles tried to either side (positive; empty =
     straight braking only); ``start_radius_m``: never-observed space this close to ``position``
     counts as observed (the camera cannot see beside the vehicle; it is there); ``accept``: a
-    further test a steered stop must pass (None: none), e.g. the other drones' broadcasts."""
+    further test a steered stop must pass (None: none), e.g. the other drones' broadcasts;
+    ``blind_below_m``: when braking straight comes closer than this to an occupied voxel centre
+    (the vehicle would touch it) and no observed steered stop does better, the best steered stop
+    through never-observed space is taken (0: never)."""
     straight = BrakingTrajectory(position, velocity, t_start, decel_mps2, yaw)
     angles = [float(a) for a in steer_angles_rad if a > 0.0]
     if not angles or straight.side @ straight.side == 0.0:
@@ -85,16 +94,23 @@ def choose_emergency_stop(grid_map, history, position, velocity, t_start: float,
     clearance = [float(tree.query(path, distance_upper_bound=2.0 * reach)[0].min()) for path in paths]
     start = np.asarray(position, dtype=np.float64)
     best, best_clearance, unobserved, vetoed = None, clearance[0] + min_gain_m, 0, 0
+    blind, blind_clearance = None, best_clearance  # the best through never-observed space
     for stop, path, c in zip(steered, paths[1:], clearance[1:]):
         if c <= best_clearance:
             continue  # (ordered by angle: a larger one must do strictly better)
-        if not observed(grid_map, history, path, start, start_radius_m).all():
-            unobserved += 1
-            continue
         if accept is not None and not accept(stop):
             vetoed += 1
             continue
+        if not observed(grid_map, history, path, start, start_radius_m).all():
+            unobserved += 1
+            if c > blind_clearance:
+                blind, blind_clearance = stop, c
+            continue
         best, best_clearance = stop, c
+    if best is None and blind is not None and clearance[0] < blind_below_m:
+        # braking straight hits what is known to be there: never-observed space is the lesser risk
+        return blind, EmergencyChoice(blind.steer_rad, blind_clearance, clearance[0], len(steered), unobserved,
+                                      vetoed, blind=True)
     if best is None:
         return straight, EmergencyChoice(0.0, clearance[0], clearance[0], len(steered), unobserved, vetoed)
     return best, EmergencyChoice(best.steer_rad, best_clearance, clearance[0], len(steered), unobserved, vetoed)

@@ -76,6 +76,14 @@ def test_unobserved_space_beside_keeps_the_stop_straight():
     assert choice.steer_rad == 0.0 and stop.steer_rad == 0.0 and choice.unobserved >= 1
     np.testing.assert_allclose(stop.stop_position, EYE + [1.25, 0.0, 0.0])
     assert "braking straight" in choice.describe()
+    # ... unless braking straight would touch the trunk (closer than blind_below_m to it)
+    assert choice.straight_clearance_m < 0.2
+    stop, choice = choose_emergency_stop(m, None, EYE, V0, 0.0, DECEL, steer_angles_rad=ANGLES, blind_below_m=0.2)
+    assert choice.blind and stop.steer_rad < 0.0 and clearance(m, stop) > clearance(m, BrakingTrajectory(EYE, V0, 0.0, DECEL)) + 0.1
+    assert "never-observed" in choice.describe()
+    stop, choice = choose_emergency_stop(m, None, EYE, V0, 0.0, DECEL, steer_angles_rad=ANGLES,
+                                         blind_below_m=choice.straight_clearance_m)
+    assert stop.steer_rad == 0.0 and not choice.blind
 
 
 def test_without_angles_or_obstacles_it_brakes_straight():
@@ -136,3 +144,20 @@ def test_a_steered_stop_the_caller_refuses_is_not_taken():
     stop, choice = choose_emergency_stop(m, None, EYE, V0, 0.0, DECEL, steer_angles_rad=ANGLES, accept=refuse)
     assert stop.steer_rad == 0.0 and choice.vetoed == len(seen) >= 1 and all(s != 0.0 for s in seen)
     assert "another drone" in choice.describe()
+
+
+def test_the_emergency_stop_starts_where_the_vehicle_is_not_where_the_reference_is():
+    """The controller leads or lags its reference: the stop must start from the vehicle's own
+    position and velocity, else it ends short of where the vehicle can stop."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    planner = EgoPlanner(EgoConfig(map=GridMapConfig(size_m=(16.0, 16.0, 3.0)), emergency_steer_deg=()))
+    planner.reset(EYE, np.array([10.0, 0.0, 1.0]))
+    planner.manager.plan = lambda *args, **kwargs: PlanOutcome(None, "failed on purpose")
+    planner.trajectory = BrakingTrajectory(EYE - [0.3, 0.0, 0.0], 0.8 * V0, 4.0, 1.0, yaw=0.2)  # behind, slower
+    state = VehicleState(4.0, EYE, V0, [0, 0, 0, 1], np.zeros(3))
+    assert np.linalg.norm(planner.trajectory.state(4.0)[0] - EYE) > 0.15  # a lag the planner accepts
+    planner._collision_time = 4.3
+    _, stop = planner._replan(state)
+    np.testing.assert_array_equal(stop.p0, EYE)
+    np.testing.assert_array_equal(stop.v0, V0)
