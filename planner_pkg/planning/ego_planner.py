@@ -7,7 +7,9 @@ runs one replan, and the replan state machine (:mod:`planner_pkg.planning.replan
 - replan on a timer (``replan_period_s``), after ``replan_progress_m`` of progress, and at once
   when the trajectory ahead (its first 2/3, as EGO) becomes blocked in the map;
 - if a replan fails while a collision is less than ``emergency_time_s`` ahead: emergency stop
-  (brake along the current velocity), then plan again from rest;
+  from the vehicle's own state (brake along the velocity, or while steering away from what is
+  ahead where that keeps more clearance: :mod:`planner_pkg.planning.emergency`), then plan again
+  from rest;
 - stop before never-observed space: every new trajectory is re-timed so the vehicle can stop
   inside space the camera has seen free (:mod:`planner_pkg.planning.frontier`; on once a depth
   image has been fused, see ``EgoConfig.unknown_space``); a trajectory that brakes for it is
@@ -38,12 +40,12 @@ from typing import Dict, List, Optional, Union
 import numpy as np
 
 from planner_pkg.planning.ego_config import EgoConfig
+from planner_pkg.planning.emergency import choose_emergency_stop
 from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory
 from planner_pkg.planning.grid_map import OccupancyGridMap
 from planner_pkg.planning.initial_path import local_target
 from planner_pkg.planning.planner_manager import PlanManager, PlanOutcome
 from planner_pkg.planning.replan_fsm import FsmState, ReplanFSM
-from planner_pkg.planning.emergency import choose_emergency_stop
 from planner_pkg.planning.trajectory import BrakingTrajectory, BsplineTrajectory
 from planner_pkg.planning.visibility import DepthHistory
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
