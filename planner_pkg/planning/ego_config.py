@@ -145,6 +145,13 @@ class EgoConfig(Config):
         a scratch count of the same flights): 99 % reached, 265 plans from rest, 116 of them
         over 20 ms (guided first always: 253 / 104; the in-flight count: 333 / 189); on seeds
         100-199 at 4 m/s 98 % (stop 37, per seed), not the 100 % of guided first always.
+    crawl_after_rest_failures, crawl_speed_fraction: after this many failed plans from rest in a
+        row (0: never) every other plan from rest first tries the A*-guided guess cruising at
+        ``crawl_speed_fraction`` x the speed limit (the plans between leave the whole budget to the
+        usual guesses): its control points lie closer together along
+        the guide path, so the curve can follow a tight way through that the full-speed guess
+        cuts (measured: a vehicle stopped beside trunks failed every guess from rest, the same
+        way every three ticks, until the goal was given up).
     max_time_scale: the optimiser, A* and retry time budgets are multiplied by up to this much
         when planning from a hover (GEN_NEW_TRAJ) and after consecutive failed replans.
     flight_failure_time_scale_step: after ``k`` failed plans in a row, the next replan in flight
@@ -220,6 +227,8 @@ class EgoConfig(Config):
     replan_iterations: int = setting(50, range=(1, math.inf))
     rest_plan_iterations: int = setting(200, range=(0, math.inf))
     rest_guess_rotation: bool = False
+    crawl_after_rest_failures: int = setting(3, range=(0, math.inf))
+    crawl_speed_fraction: float = setting(0.3, range=(0.0, 1.0), low_open=True)
     max_time_scale: float = positive(4.0)
     flight_failure_time_scale_step: float = non_negative(0.0)
     turn_first_rad: float = positive(0.8)

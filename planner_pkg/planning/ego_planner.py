@@ -343,6 +343,13 @@ class EgoPlanner:
         if not reuse:
             scale = self.config.max_time_scale
         attempts = self._order_guesses(attempts, reuse, flying)
+        c = self.config
+        k = c.crawl_after_rest_failures
+        if not flying and k and self._rest_failures >= k and (self._rest_failures - k) % 2 == 0:
+            # the guesses keep failing from here: every other plan first tries the A*-guided one
+            # at a crawl, whose closer control points can follow a tight way through that the
+            # full-speed curve cuts (the other plans leave the whole budget to the usual guesses)
+            attempts.insert(0, dict(guided=True, guided_speed_fraction=c.crawl_speed_fraction))
         # while flying, one replan spends at most replan_iterations L-BFGS iterations over all its
         # guesses (x the scale; the next tick starts from the next guess); from a hover or
         # (nearly) at rest rest_plan_iterations (unscaled), or with 0 each guess its own budgets

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Tuple, Union
 
 import numpy as np
@@ -92,12 +92,15 @@ class PlanManager:
 
     def plan(self, p0, v0, a0, target, target_vel, t_now: float, start_yaw: float,
              previous: Optional[BsplineTrajectory] = None, via=None, guided: bool = False,
+             guided_speed_fraction: float = 1.0,
              time_scale: float = 1.0, previous_t: Optional[float] = None,
              max_iterations: Optional[int] = None, obstacles=None) -> PlanOutcome:
         """A trajectory from the state (p0, v0, a0) at absolute time ``t_now`` to ``target``.
 
         The initial guess: with ``guided``, along an A* path from p0 to the target (string-pulled,
-        see :func:`guided_spline`); otherwise ``previous`` and ``via`` shape it (see
+        see :func:`guided_spline`), cruising at ``guided_speed_fraction`` x the speed limit (and
+        reaching the target at that fraction of ``target_vel``: a slower guess has its control
+        points closer together along the path, so the curve can follow a tight way through); otherwise ``previous`` and ``via`` shape it (see
         :func:`initial_spline`; ``previous`` is reused from its time ``previous_t``, where it is
         at p0: ``t_now`` when None). ``time_scale`` multiplies the optimiser's and A*'s time
         budgets; ``max_iterations`` caps the L-BFGS iterations of each optimiser stage (rebound,
@@ -109,13 +112,17 @@ class PlanManager:
         t0 = time.perf_counter()
         c = self.config
         if guided:
-            search = astar_search(self.map, p0, target, c.astar.scaled(time_scale))
+            search = self._guide_search(p0, target, time_scale)
             if not search.success:
                 return PlanOutcome(None, f"no guide path to the target: {search.message}",
                                    time_s=time.perf_counter() - t0,
                                    guide_time_limited=search.status is AStarStatus.TIME_LIMIT)
-            guess = guided_spline(shortcut(self.map, search.path, c.check_step_m), v0, a0, target_vel,
-                                  c.max_vel_mps, c.max_acc_mps2, self.knot_dt)
+            if not (0.0 < guided_speed_fraction <= 1.0):
+                raise ValueError(f"guided_speed_fraction must be in (0, 1], got {guided_speed_fraction!r}")
+            f = float(guided_speed_fraction)
+            guess = guided_spline(shortcut(self.map, search.path, c.check_step_m), v0, a0,
+                                  np.asarray(target_vel, dtype=np.float64) * f, c.max_vel_mps * f, c.max_acc_mps2,
+                                  self.knot_dt)
         else:
             guess = initial_spline(p0, v0, a0, target, target_vel, c.max_vel_mps, c.max_acc_mps2, self.knot_dt,
                                    previous=previous, t_now=t_now if previous_t is None else previous_t, via=via)
@@ -159,6 +166,19 @@ class PlanManager:
                 return PlanOutcome(None, f"passes {hit[2]:.2f} m from drone {hit[1]} at t = {hit[0]:.2f} s", opt, ref,
                                    time.perf_counter() - t0, frontier=frontier)
         return PlanOutcome(traj, msg, opt, ref, time.perf_counter() - t0, frontier=frontier)
+
+    def _guide_search(self, p0, target, time_scale: float):
+        """The A* search of the guided initial guess: in the box around start and target, and once
+        more in a box grown by ``guided_wide_margin_m`` when the target is cut off inside the
+        first (the way round a row of obstacles may leave it)."""
+        c = self.config
+        astar = c.astar.scaled(time_scale)
+        search = astar_search(self.map, p0, target, astar)
+        if search.status is AStarStatus.NO_PATH and c.guided_wide_margin_m > astar.margin_m:
+            first = search.expansions
+            search = astar_search(self.map, p0, target, replace(astar, margin_m=c.guided_wide_margin_m))
+            search.expansions += first
+        return search
 
     def _speed_limited(self, spline, start_speed: float):
         """``(spline, note)``: the plan with its speed at most ``max_vel_mps`` over the whole curve

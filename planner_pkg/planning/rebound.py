@@ -145,6 +145,13 @@ class OptimizerConfig(Config):
         ~0.13 ms here and an expansion ~4.6 us, so 28 charges the searches at their CPU cost.
         A failed replan in flight spends its whole budget plus 2-3 rebounds' searches, and those
         plans are most of the replan time over 20 ms at 6 m/s (``benchmarks/forest.py``'s split).
+    guided_wide_margin_m: the A* search of the A*-guided initial guess (``PlanManager.plan``)
+        that finds the target cut off from the start inside its box (the two grown by
+        ``astar.margin_m``: NO_PATH) searches once more in a box grown by this much, m (the map
+        window bounds it; 0, or not above ``astar.margin_m``: never). A row of trunks across the
+        way whose open end lies outside the 3 m box otherwise fails every plan from rest until
+        the goal is given up (forest benchmark seed 51 at 6 m/s: 40 failed plans in 3.6 s, then a
+        timeout; with the wider search it reaches the goal).
     """
 
     max_vel_mps: float = positive(EGO_MAX_VEL_MPS)
@@ -169,6 +176,7 @@ class OptimizerConfig(Config):
     preconditioner_damping: float = non_negative(0.1)
     astar: AStarConfig = field(default_factory=AStarConfig)
     guide_expansions_per_iteration: float = non_negative(28.0)
+    guided_wide_margin_m: float = non_negative(6.0)
 
 
 @dataclass

@@ -157,3 +157,61 @@ def test_search_cells_are_the_dilated_voxels_cut_into_cells(grow, step):
         expected[i, j, k] = grown[i * step:(i + 1) * step, j * step:(j + 1) * step, k * step:(k + 1) * step].any()
     assert expected.any() and not expected.all()
     np.testing.assert_array_equal(search_cells(voxels, grow, step), expected)
+
+
+@pytest.mark.parametrize("wide_margin", [0.0, 6.0])
+def test_a_guided_guess_cut_off_in_its_box_searches_a_wider_box(wide_margin):
+    """A wall across the way whose ends lie outside the 3 m box around start and target: the
+    guided guess's A* finds no path in the box (NO_PATH); with ``guided_wide_margin_m`` it searches
+    once more in the wider box (clipped to the map window) and the plan goes round the wall's
+    end; without it the plan fails for want of a guide path."""
+    from planner_pkg.planning.planner_manager import PlanManager
+    from planner_pkg.planning.rebound import OptimizerConfig
+
+    m = grid([((0.0, -4.0, 0.0), (0.29, 3.99, 1.99))])
+    start, target = np.array([-1.5, 0.05, 1.05]), np.array([1.5, 0.05, 1.05])
+    boxed = astar_search(m, start, target, AStarConfig(max_time_s=5.0))
+    assert boxed.status is AStarStatus.NO_PATH
+    cfg = OptimizerConfig(max_vel_mps=2.0, max_acc_mps2=3.0, max_time_s=10.0, guided_wide_margin_m=wide_margin,
+                          astar=AStarConfig(max_time_s=5.0))
+    out = PlanManager(m, cfg, knot_dt=0.24).plan(start, np.zeros(3), np.zeros(3), target, np.zeros(3), 0.0, 0.0,
+                                                 guided=True)
+    if not wide_margin:
+        assert not out.success and out.message.startswith("no guide path to the target: no path")
+        return
+    assert out.success, out.message
+    spline = out.trajectory.spline
+    pts = spline.evaluate(np.linspace(0.0, spline.duration, 400))
+    assert np.abs(pts[:, 1]).max() > 4.0  # round the wall's end
+    assert not m.is_blocked(pts).any()
+    np.testing.assert_allclose(pts[-1], target, atol=1e-9)
+
+
+def test_a_guided_guess_at_a_crawl_is_slower_with_closer_control_points():
+    """guided_speed_fraction f: the guided guess cruises at f x the speed limit and reaches the
+    target at f x target_vel, so its control points lie about f times as far apart along the path
+    (the optimiser's smoothing then moves its speed up to ~1.4 f x the limit on a free path)."""
+    from planner_pkg.planning.planner_manager import PlanManager
+    from planner_pkg.planning.rebound import OptimizerConfig
+
+    m = grid()
+    cfg = OptimizerConfig(max_vel_mps=2.0, max_acc_mps2=3.0, max_time_s=10.0, astar=AStarConfig(max_time_s=5.0))
+    start, target = np.array([-3.0, 0.05, 1.05]), np.array([3.0, 0.05, 1.05])
+    end_vel = np.array([2.0, 0.0, 0.0])
+    plans = {f: PlanManager(m, cfg, knot_dt=0.24).plan(start, np.zeros(3), np.zeros(3), target, end_vel, 0.0, 0.0,
+                                                        guided=True, guided_speed_fraction=f) for f in (1.0, 0.3)}
+    peak, spacing = {}, {}
+    for f, out in plans.items():
+        assert out.success, out.message
+        spline = out.trajectory.spline
+        peak[f] = max(float(np.linalg.norm(spline.evaluate_derivatives(t, 1)[1]))
+                      for t in np.linspace(0.0, spline.duration, 200))
+        spacing[f] = float(np.linalg.norm(np.diff(spline.control_points, axis=0), axis=1).max())
+    assert peak[1.0] == pytest.approx(2.0, rel=0.01) and peak[0.3] < 0.5 * 2.0
+    np.testing.assert_allclose(plans[0.3].trajectory.spline.evaluate_derivatives(plans[0.3].trajectory.spline.duration,
+                                                                                  1)[1], 0.3 * end_vel, atol=1e-9)
+    assert plans[0.3].trajectory.spline.duration > 2.5 * plans[1.0].trajectory.spline.duration
+    assert spacing[0.3] < 0.5 * spacing[1.0]
+    with pytest.raises(ValueError, match="guided_speed_fraction"):
+        PlanManager(m, cfg, knot_dt=0.24).plan(start, np.zeros(3), np.zeros(3), target, end_vel, 0.0, 0.0,
+                                               guided=True, guided_speed_fraction=0.0)

@@ -448,7 +448,9 @@ def test_a_plan_from_rest_starts_from_the_guided_guess_after_failures(rotation):
     next one starts from the next guess in turn either way, so every guess gets its tick."""
     from planner_pkg.planning.planner_manager import PlanOutcome
 
-    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, rest_guess_rotation=rotation, rest_plan_iterations=0))
+    # (the crawl guess that follows failed plans from rest has its own test)
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, rest_guess_rotation=rotation, rest_plan_iterations=0,
+                                   crawl_after_rest_failures=0))
     planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
     asked = []
 
@@ -601,3 +603,38 @@ def test_a_turn_on_the_spot_plans_again_once_facing_the_heading_or_after_its_per
     out = planner.update(VehicleState.at_rest(start, yaw=heading + 0.1, t=0.7), None)
     assert len(planner.stats.replan_ms) == before + 1
     assert planner.fsm.history[-1].target is FsmState.EXEC_TRAJ and hasattr(out, "sample"), planner.fsm.history[-1]
+
+
+@pytest.mark.parametrize("after", [0, 3])
+def test_after_failed_plans_from_rest_the_guided_guess_is_tried_first_at_a_crawl(after):
+    """crawl_after_rest_failures k: after k failed plans from rest in a row every other plan from
+    rest tries the A*-guided guess at crawl_speed_fraction first (then its usual guesses; the plans
+    between try the usual guesses alone, so a crawl that spends the budget cannot starve them);
+    never in flight, never with k = 0."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, crawl_after_rest_failures=after, crawl_speed_fraction=0.25,
+                                   rest_plan_iterations=0))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
+    asked = []
+
+    def failing_plan(*args, **kwargs):
+        asked.append((bool(kwargs.get("guided")), kwargs.get("guided_speed_fraction", 1.0)))
+        return PlanOutcome(None, "failed on purpose")
+
+    planner.manager.plan = failing_plan
+    crawls = []
+    for _ in range(7):
+        asked.clear()
+        assert not planner._plan(VehicleState.at_rest(np.array([0.0, 0.0, 1.0]), t=1.0), reuse=False).success
+        crawls.append(asked[0] == (True, 0.25))
+        assert sum(fraction < 1.0 for _, fraction in asked) <= 1
+        assert len([a for a in asked if a == (True, 1.0)]) == 1  # the usual guided guess is still tried
+    assert crawls == ([False] * 7 if not after else [False, False, False, True, False, True, False])
+    # in flight: never
+    planner._failures = 4
+    asked.clear()
+    state = VehicleState(1.0, [0.0, 0.0, 1.0], [3.0, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
+    planner._rest_failures = 5
+    planner._plan(state, reuse=True)
+    assert all(fraction == 1.0 for _, fraction in asked)
