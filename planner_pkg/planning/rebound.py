@@ -151,7 +151,9 @@ class OptimizerConfig(Config):
         window bounds it; 0, or not above ``astar.margin_m``: never). A row of trunks across the
         way whose open end lies outside the 3 m box otherwise fails every plan from rest until
         the goal is given up (forest benchmark seed 51 at 6 m/s: 40 failed plans in 3.6 s, then a
-        timeout; with the wider search it reaches the goal).
+        timeout). In 400 forest flights (``benchmarks/forest.py``, seeds 0-199 at 4 and 6 m/s) it
+        turned 3 timeouts into goals reached (seeds 51 and 135 at 6 m/s, 136 at 4 m/s); the other
+        flights' figures stayed the same (lowest clearance, flights under 0.1 m, mean speed).
     """
 
     max_vel_mps: float = positive(EGO_MAX_VEL_MPS)
