@@ -148,16 +148,15 @@ class EgoConfig(Config):
     crawl_after_rest_failures, crawl_speed_fraction: after this many failed plans from rest in a
         row (0: never) every other plan from rest first tries the A*-guided guess cruising at
         ``crawl_speed_fraction`` x the speed limit (the plans between leave the whole budget to the
-        usual guesses): its control points lie closer together along
-        the guide path, so the curve can follow a tight way through that the full-speed guess
-        cuts (forest seed 111 at 6 m/s: stopped beside trunks, every guess from rest failed the same
-        way every three ticks until the goal was given up; with the crawl it reaches the goal).
-        In 400 forest flights (``benchmarks/forest.py``, seeds 0-199 at 4 and 6 m/s, with
-        ``OptimizerConfig.guided_wide_margin_m``): 199 / 198 of 200 reached against 198 / 197
-        with the wider search alone; flights under 0.1 m beyond the radius 5 / 9 against 4 / 8
-        (flights that took another course after a crawl attempt; the closest traced, 0.068 m at
-        4 m/s, is an emergency stop 3.6 s after a crawl plan was refused for never-observed
-        space).
+        usual guesses): its control points lie closer together along the guide path, so the curve
+        can follow a tight way through that the full-speed guess cuts (forest seed 111 at 6 m/s:
+        stopped beside trunks, every guess from rest failed the same way every three ticks until
+        the goal was given up; with the crawl it reaches the goal). In 400 forest flights
+        (``benchmarks/forest.py``, seeds 0-199 at 4 and 6 m/s, with
+        ``OptimizerConfig.guided_wide_margin_m``): 199 / 198 of 200 reached against 198 / 197 with
+        the wider search alone; flights under 0.1 m beyond the radius 5 / 9 against 4 / 8 (flights
+        that took another course after a crawl plan; the two traced, 0.068 m at 4 m/s and 0.052 m
+        at 6 m/s, are emergency stops 3.6 s and 11 s after it).
     max_time_scale: the optimiser, A* and retry time budgets are multiplied by up to this much
         when planning from a hover (GEN_NEW_TRAJ) and after consecutive failed replans.
     flight_failure_time_scale_step: after ``k`` failed plans in a row, the next replan in flight

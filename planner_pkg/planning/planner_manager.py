@@ -92,16 +92,16 @@ class PlanManager:
 
     def plan(self, p0, v0, a0, target, target_vel, t_now: float, start_yaw: float,
              previous: Optional[BsplineTrajectory] = None, via=None, guided: bool = False,
-             guided_speed_fraction: float = 1.0,
              time_scale: float = 1.0, previous_t: Optional[float] = None,
-             max_iterations: Optional[int] = None, obstacles=None) -> PlanOutcome:
+             max_iterations: Optional[int] = None, obstacles=None,
+             guided_speed_fraction: float = 1.0) -> PlanOutcome:
         """A trajectory from the state (p0, v0, a0) at absolute time ``t_now`` to ``target``.
 
         The initial guess: with ``guided``, along an A* path from p0 to the target (string-pulled,
-        see :func:`guided_spline`), cruising at ``guided_speed_fraction`` x the speed limit (and
-        reaching the target at that fraction of ``target_vel``: a slower guess has its control
-        points closer together along the path, so the curve can follow a tight way through); otherwise ``previous`` and ``via`` shape it (see
-        :func:`initial_spline`; ``previous`` is reused from its time ``previous_t``, where it is
+        see :func:`guided_spline`), cruising at ``guided_speed_fraction`` (0 < f <= 1) x the speed
+        limit and reaching the target at f x ``target_vel`` (a slower guess has its control points
+        closer together along the path, so the curve can follow a tight way through); otherwise
+        ``previous`` and ``via`` shape it (see :func:`initial_spline`; ``previous`` is reused from its time ``previous_t``, where it is
         at p0: ``t_now`` when None). ``time_scale`` multiplies the optimiser's and A*'s time
         budgets; ``max_iterations`` caps the L-BFGS iterations of each optimiser stage (rebound,
         refit) below its configured budget: a rebound that ends at the cap still gets its refit,
@@ -111,14 +111,14 @@ class PlanManager:
         """
         t0 = time.perf_counter()
         c = self.config
+        if not (0.0 < guided_speed_fraction <= 1.0):
+            raise ValueError(f"guided_speed_fraction must be in (0, 1], got {guided_speed_fraction!r}")
         if guided:
             search = self._guide_search(p0, target, time_scale)
             if not search.success:
                 return PlanOutcome(None, f"no guide path to the target: {search.message}",
                                    time_s=time.perf_counter() - t0,
                                    guide_time_limited=search.status is AStarStatus.TIME_LIMIT)
-            if not (0.0 < guided_speed_fraction <= 1.0):
-                raise ValueError(f"guided_speed_fraction must be in (0, 1], got {guided_speed_fraction!r}")
             f = float(guided_speed_fraction)
             guess = guided_spline(shortcut(self.map, search.path, c.check_step_m), v0, a0,
                                   np.asarray(target_vel, dtype=np.float64) * f, c.max_vel_mps * f, c.max_acc_mps2,
