@@ -101,11 +101,12 @@ class PlanManager:
         see :func:`guided_spline`), cruising at ``guided_speed_fraction`` (0 < f <= 1) x the speed
         limit and reaching the target at f x ``target_vel`` (a slower guess has its control points
         closer together along the path, so the curve can follow a tight way through); otherwise
-        ``previous`` and ``via`` shape it (see :func:`initial_spline`; ``previous`` is reused from its time ``previous_t``, where it is
-        at p0: ``t_now`` when None). ``time_scale`` multiplies the optimiser's and A*'s time
-        budgets; ``max_iterations`` caps the L-BFGS iterations of each optimiser stage (rebound,
-        refit) below its configured budget: a rebound that ends at the cap still gets its refit,
-        so an accepted plan keeps to the limits. ``obstacles``: the optimiser's
+        ``previous`` and ``via`` shape it (see :func:`initial_spline`; ``previous`` is reused from
+        its time ``previous_t``, where it is at p0: ``t_now`` when None). ``time_scale``
+        multiplies the optimiser's and A*'s time budgets; ``max_iterations`` caps the L-BFGS
+        iterations of each optimiser stage (rebound, refit) below its configured budget: a rebound
+        that ends at the cap still gets its refit, so an accepted plan keeps to the limits.
+        ``obstacles``: the optimiser's
         :meth:`~planner_pkg.planning.rebound.ReboundOptimizer.obstacle_set` shared by the calls of
         one plan while the map stays as it is (None: one for this call).
         """
