@@ -85,6 +85,9 @@ class PlanManager:
         self.history = history
         # EGO-Swarm: a planning.swarm.SwarmView (the other drones' broadcasts) or None
         self.swarm = None
+        # the last guided guess's A* search and what it was for: (obstacle set, start, target,
+        # time scale, result); a plan's guesses share one obstacle set while the map stays as it is
+        self._guide_memo = None
 
     @property
     def config(self) -> OptimizerConfig:
@@ -115,7 +118,7 @@ class PlanManager:
         if not (0.0 < guided_speed_fraction <= 1.0):
             raise ValueError(f"guided_speed_fraction must be in (0, 1], got {guided_speed_fraction!r}")
         if guided:
-            search = self._guide_search(p0, target, time_scale)
+            search = self._guide_search(p0, target, time_scale, obstacles)
             if not search.success:
                 return PlanOutcome(None, f"no guide path to the target: {search.message}",
                                    time_s=time.perf_counter() - t0,
@@ -168,10 +171,25 @@ class PlanManager:
                                    time.perf_counter() - t0, frontier=frontier)
         return PlanOutcome(traj, msg, opt, ref, time.perf_counter() - t0, frontier=frontier)
 
-    def _guide_search(self, p0, target, time_scale: float):
+    def _guide_search(self, p0, target, time_scale: float, obstacles=None):
         """The A* search of the guided initial guess: in the box around start and target, and once
         more in a box grown by ``guided_wide_margin_m`` when the target is cut off inside the
-        first (the way round a row of obstacles may leave it)."""
+        first (the way round a row of obstacles may leave it).
+
+        Within one plan (the same ``obstacles`` set: the map has not changed) a second guided
+        guess from the same start to the same target, e.g. the crawl guess's and the usual one's
+        (``EgoConfig.crawl_after_rest_failures``), reuses the first one's search."""
+        p0 = np.asarray(p0, dtype=np.float64)
+        target = np.asarray(target, dtype=np.float64)
+        memo = self._guide_memo
+        if (obstacles is not None and memo is not None and memo[0] is obstacles and memo[3] == time_scale
+                and np.array_equal(memo[1], p0) and np.array_equal(memo[2], target)):
+            return memo[4]
+        search = self._new_guide_search(p0, target, time_scale)
+        self._guide_memo = None if obstacles is None else (obstacles, p0.copy(), target.copy(), time_scale, search)
+        return search
+
+    def _new_guide_search(self, p0, target, time_scale: float):
         c = self.config
         astar = c.astar.scaled(time_scale)
         search = astar_search(self.map, p0, target, astar)

@@ -215,3 +215,51 @@ def test_a_guided_guess_at_a_crawl_is_slower_with_closer_control_points():
     with pytest.raises(ValueError, match="guided_speed_fraction"):
         PlanManager(m, cfg, knot_dt=0.24).plan(start, np.zeros(3), np.zeros(3), target, end_vel, 0.0, 0.0,
                                                guided=True, guided_speed_fraction=0.0)
+
+
+def test_guided_guesses_of_one_plan_share_their_guide_search(monkeypatch):
+    """Two guided guesses of one plan (the same obstacle set: the map has not changed) from the
+    same start to the same target, e.g. the crawl guess and the usual one, run A* once and get the
+    same guide path; a new obstacle set (the next plan, after the map was updated), another start,
+    target or time scale searches again."""
+    from planner_pkg.planning import planner_manager
+    from planner_pkg.planning.planner_manager import PlanManager
+    from planner_pkg.planning.rebound import OptimizerConfig
+
+    m = grid([((0.0, -1.0, 0.0), (0.29, 0.99, 1.99))])
+    calls = []
+
+    def counting_search(*args, **kwargs):
+        result = astar_search(*args, **kwargs)
+        calls.append(result)
+        return result
+
+    monkeypatch.setattr(planner_manager, "astar_search", counting_search)
+    cfg = OptimizerConfig(max_vel_mps=2.0, max_acc_mps2=3.0, max_time_s=10.0, astar=AStarConfig(max_time_s=5.0))
+    manager = PlanManager(m, cfg, knot_dt=0.24)
+    start, target = np.array([-2.0, 0.05, 1.05]), np.array([2.0, 0.05, 1.05])
+
+    def plan(obstacles, p0=start, goal=target, fraction=1.0, scale=1.0):
+        return manager.plan(p0, np.zeros(3), np.zeros(3), goal, np.zeros(3), 0.0, 0.0, guided=True,
+                            obstacles=obstacles, guided_speed_fraction=fraction, time_scale=scale)
+
+    first = manager.optimizer.obstacle_set()
+    crawl, usual = plan(first, fraction=0.3), plan(first)
+    assert crawl.success and usual.success, (crawl.message, usual.message)
+    assert len(calls) == 1
+    # the same guide path: the usual guess equals a manager's that searched afresh
+    fresh = PlanManager(m, cfg, knot_dt=0.24).plan(start, np.zeros(3), np.zeros(3), target, np.zeros(3), 0.0, 0.0,
+                                                   guided=True)
+    np.testing.assert_array_equal(usual.trajectory.spline.control_points, fresh.trajectory.spline.control_points)
+    assert len(calls) == 2
+    plan(manager.optimizer.obstacle_set())  # the next plan: the map may have changed
+    assert len(calls) == 3
+    second = manager.optimizer.obstacle_set()
+    plan(second)
+    plan(second, goal=target + np.array([0.0, 0.2, 0.0]))
+    plan(second, p0=start + np.array([0.0, 0.2, 0.0]), goal=target + np.array([0.0, 0.2, 0.0]))
+    plan(second, p0=start + np.array([0.0, 0.2, 0.0]), goal=target + np.array([0.0, 0.2, 0.0]), scale=2.0)
+    assert len(calls) == 7  # (another time scale: other A* budgets)
+    plan(None)
+    plan(None)  # without an obstacle set nothing says the map stayed the same
+    assert len(calls) == 9
