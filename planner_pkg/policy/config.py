@@ -226,6 +226,14 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
         behaviour) also charges the thrust that only holds the speed against drag: in open space
         that charge is the main brake on the policy (speed pull -0.25 against the velocity term's
         +0.34 for the stage-5 model, docs/policy.md), and the network settles at 0.90 x its command.
+    avoidance_along_track_gradient: whether the avoidance term's gradient may move the vehicle
+        along its horizontal flight direction. True (the old behaviour): the term's gradient is
+        the distance field's, which for an obstacle ahead points back along the path, i.e. it
+        asks to arrive later (brake). False: each step's position reaches the avoidance term with
+        the along-track part of its gradient removed (the direction of the velocity after the
+        step, not differentiated, faded out below 0.5 m/s where a direction means nothing), so
+        the term can only ask for more clearance sideways (or vertically); the collision term
+        keeps the full gradient (it still asks to brake when contact is near). Same loss values.
     """
 
     velocity: float = _non_negative(1.0)
@@ -248,6 +256,7 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     avoidance_closing_gradient: bool = True
     velocity_estimate_steers: bool = True
     acceleration_beyond_drag: bool = False
+    avoidance_along_track_gradient: bool = True
 
 
 @dataclass(frozen=True)

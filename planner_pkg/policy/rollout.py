@@ -21,7 +21,7 @@ import autograd_core as ag
 
 from planner_pkg.policy import losses as L
 from planner_pkg.policy.config import PolicyConfig
-from planner_pkg.policy.distance import world_distance
+from planner_pkg.policy.distance import distance_and_gradient, world_distance
 from planner_pkg.policy.dynamics import PointMassBatch
 from planner_pkg.policy.env import Episode, target_velocity, wrap_angles
 from planner_pkg.policy.observation import (attitude_from_thrust_batch, camera_rotation_batch,
@@ -110,6 +110,25 @@ def observe(cfg: PolicyConfig, ep: Episode, position, velocity, thrust, yaw, rng
     return image[:, None], state, target
 
 
+def _distances_with_lateral(position, velocity, ep: Episode):
+    """(B,) distances of ``position`` (B, 3) Tensor to the batch's worlds, twice: with the distance
+    field's gradient (as :func:`world_distance`) and with that gradient's part along the horizontal
+    direction of ``velocity`` (B, 3) removed (faded out below 0.5 m/s; the direction is not
+    differentiated). Same values; one evaluation of the field."""
+    p_np = position.detach().numpy()
+    dist, grad = distance_and_gradient(ep.worlds, ep.agent_world, p_np)
+    v = velocity.detach().numpy().astype(np.float64)
+    v[:, 2] = 0.0
+    speed = np.linalg.norm(v, axis=1, keepdims=True)
+    along = v / np.maximum(speed, 1e-9) * np.minimum(speed / 0.5, 1.0)
+    lateral = grad - (grad * along).sum(axis=1, keepdims=True) * along
+    dtype = p_np.dtype
+    moved = position - position.detach()  # zero; carries the gradient to the position
+    base = ag.tensor(dist.astype(dtype))
+    full = base + (moved * ag.tensor(grad.astype(dtype))).sum(dim=1)
+    return full, base + (moved * ag.tensor(lateral.astype(dtype))).sum(dim=1)
+
+
 def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, steps: int,
                 noisy: bool = True) -> RolloutResult:
     """Fly the batch of ``ep`` for ``steps`` control steps with ``net``; losses and statistics."""
@@ -131,6 +150,9 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     # (0, 0): the probes at their fixed distances, as before the look-ahead times existed
     ray_lookahead = cfg.loss.ray_clearance_lookahead_s if any(cfg.loss.ray_clearance_lookahead_s) else None
     ray_clear, ray_weights = [], []
+    # the avoidance term on positions whose along-track gradient is removed (LossConfig)
+    lateral_avoidance = not cfg.loss.avoidance_along_track_gradient
+    lateral_clearances = []
     targets, truths, dts = [], [], []
     raw_dist = np.empty((steps, b))
     goal_dist = np.empty((steps, b))
@@ -153,7 +175,11 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
             v_before.append(v_np)
         positions.append(sim.position)
         velocities.append(sim.velocity)
-        dist = world_distance(sim.position, ep.worlds, ep.agent_world)
+        if lateral_avoidance:
+            dist, dist_lateral = _distances_with_lateral(sim.position, sim.velocity, ep)
+            lateral_clearances.append(dist_lateral - radius - margin)
+        else:
+            dist = world_distance(sim.position, ep.worlds, ep.agent_world)
         clearances.append(dist - radius - margin)
         if ray_on:
             probes, weights = L.ray_probes(sim.position, sim.velocity, cfg.loss.ray_clearance_probes_m,
@@ -183,7 +209,8 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     terms = {
         "velocity": L.velocity_loss(vel, np.stack(targets), window, lc.velocity_beta_mps),
         "velocity_estimate": L.velocity_estimate_loss(ag.stack(estimates), np.stack(truths)),
-        "avoidance": L.avoidance_loss(clear, np.stack(dts), lc.avoidance_range_m,
+        "avoidance": L.avoidance_loss(ag.stack(lateral_clearances) if lateral_avoidance else clear, np.stack(dts),
+                                      lc.avoidance_range_m,
                                       constant_weight=not lc.avoidance_closing_gradient),
         "collision": L.collision_loss(clear, lc.collision_sharpness_per_m),
         **({"ray_clearance": L.ray_clearance_loss(ag.stack(ray_clear), np.stack(ray_weights),

@@ -202,3 +202,70 @@ def test_rollout_passes_the_ray_probes_lookahead_times(monkeypatch):
         rng = np.random.default_rng(3)
         run_rollout(net, sample_episode(cfg, 2, rng), cfg, rng, cfg.train.steps)
         assert len(seen) == 3 and all((s if s is None else tuple(s)) == want for s in seen)
+
+
+def test_lateral_distances_have_the_field_gradient_without_its_along_track_part():
+    """``rollout._distances_with_lateral``: both outputs are the world distance; the first's gradient
+    is the distance field's (as ``world_distance``, central differences of the world), the second's
+    is that gradient less its part along the horizontal velocity direction (a trunk dead ahead:
+    no gradient left at all; at 0.25 m/s half the fade's weight squared: 0.75 of it kept)."""
+    from planner_pkg.policy.distance import world_distance
+    from planner_pkg.policy.env import Episode
+    from planner_pkg.policy.rollout import _distances_with_lateral
+    from planner_pkg.world.primitives import Cylinder
+    from planner_pkg.world.world import World
+
+    world = World((-10.0, -10.0, 0.0), (10.0, 10.0, 5.0), [Cylinder((3.0, 0.0), 0.3, 4.0)], ground=False)
+    ep = Episode.__new__(Episode)
+    ep.worlds, ep.agent_world = [world], np.zeros(4, dtype=np.int64)
+    p = np.array([[0.0, 0.0, 1.0], [0.0, 0.5, 1.0], [1.0, -1.0, 1.0], [0.0, 0.5, 1.0]])
+    v = np.array([[6.0, 0.0, 0.5], [6.0, 0.0, 0.0], [0.0, 5.0, 0.0], [0.25, 0.0, 0.0]])
+    pos, vel = ag.tensor(p, requires_grad=True), ag.tensor(v)
+    full, lateral = _distances_with_lateral(pos, vel, ep)
+    ref = world_distance(ag.tensor(p, requires_grad=True), ep.worlds, ep.agent_world)
+    np.testing.assert_allclose(full.detach().numpy(), ref.detach().numpy(), rtol=0, atol=0)
+    np.testing.assert_allclose(lateral.detach().numpy(), ref.detach().numpy(), rtol=0, atol=0)
+    field = np.stack([(world.signed_distance(p + 1e-6 * e) - world.signed_distance(p - 1e-6 * e)) / 2e-6
+                      for e in np.eye(3)], axis=1)
+    full.sum().backward()
+    np.testing.assert_allclose(pos.grad.numpy(), field, atol=1e-6)
+    pos.grad = None
+    lateral.sum().backward()
+    g = pos.grad.numpy()
+    np.testing.assert_allclose(g[0], 0.0, atol=1e-6)  # dead ahead: the field points straight back
+    u = np.array([1.0, 0.0, 0.0])
+    want = field[1] - (field[1] @ u) * u  # beside the path: the sideways part only
+    assert abs(field[1] @ u) > 0.5 and np.linalg.norm(want) > 0.1
+    np.testing.assert_allclose(g[1], want, atol=1e-6)
+    u = np.array([0.0, 1.0, 0.0])
+    np.testing.assert_allclose(g[2], field[2] - (field[2] @ u) * u, atol=1e-6)
+    u = np.array([1.0, 0.0, 0.0])
+    np.testing.assert_allclose(g[3], field[3] - 0.25 * (field[3] @ u) * u, atol=1e-6)  # (0.25 / 0.5)^2
+
+
+def test_rollout_avoidance_without_its_along_track_gradient_has_the_same_values():
+    """``loss.avoidance_along_track_gradient: false`` changes the avoidance term's gradient only:
+    every term's value is the same as with the default, and the avoidance gradient on the
+    network's weights differs."""
+    from planner_pkg.policy.env import sample_episode
+    from planner_pkg.policy.network import PolicyNet
+    from planner_pkg.policy.rollout import run_rollout
+
+    base = load_config(SMOKE).replace(train={"steps": 12}, env={"speed_mps": [4.0, 4.0]},
+                                      loss={"avoidance_range_m": 3.0})
+    cfg = base.replace(loss={"avoidance_along_track_gradient": False})
+    ag.manual_seed(0)
+    net = PolicyNet(cfg.network, cfg.observation)
+    grads, terms = {}, {}
+    for name, c in (("full", base), ("lateral", cfg)):
+        rng = np.random.default_rng(3)
+        out = run_rollout(net, sample_episode(c, 4, rng), c, rng, c.train.steps)
+        terms[name] = {k: v.item() for k, v in out.terms.items()}
+        net.zero_grad()
+        out.terms["avoidance"].backward()
+        grads[name] = np.concatenate([p.grad.numpy().ravel() for p in net.parameters() if p.grad is not None])
+    assert terms["full"]["avoidance"] > 0
+    for k, value in terms["full"].items():
+        assert terms["lateral"][k] == pytest.approx(value, rel=1e-6), k
+    assert np.abs(grads["lateral"]).sum() > 0
+    assert not np.allclose(grads["lateral"], grads["full"], rtol=1e-3, atol=0)
