@@ -40,7 +40,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import autograd_core as ag  # noqa: E402
 
 from planner_pkg.policy.dynamics import point_mass_step, step_coefficients  # noqa: E402
-from policy_diagnostics import bench_braking, bench_loss_pull, bench_speed, bench_time_split  # noqa: E402  (this folder, beside this script)
+# (this folder, beside this script)
+from policy_diagnostics import (bench_brake_geometry, bench_braking, bench_loss_pull, bench_speed,  # noqa: E402
+                                bench_time_split)
 
 try:
     import torch
@@ -388,6 +390,7 @@ def main(argv=None):
     ap.add_argument("--braking-diagnostics", action="store_true", help="only (f): where and why the policy brakes")
     ap.add_argument("--loss-pull", action="store_true", help="only (g): how each loss term pulls the flown speed")
     ap.add_argument("--time-split", action="store_true", help="only (h): where the eval flights' mean speed goes")
+    ap.add_argument("--brake-geometry", action="store_true", help="only (i): what is ahead when the policy brakes")
     ap.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "config",
                                                      "policy", "default.yaml"))
     args = ap.parse_args(argv)
@@ -402,6 +405,9 @@ def main(argv=None):
         return
     if args.time_split:
         bench_time_split(args.model, episodes if args.quick or args.episodes != 100 else 30)
+        return
+    if args.brake_geometry:
+        bench_brake_geometry(args.model, episodes if args.quick or args.episodes != 100 else 30)
         return
     if args.braking_diagnostics:
         bench_braking(args.model, episodes if args.quick or args.episodes != 100 else 10)

@@ -37,6 +37,15 @@
     ceilings of (e): where the mean speed goes.
 
     python benchmarks/policy.py --time-split [--model FILE] [--episodes N]             # (h)
+
+(i) Brake geometry (issue 16; flights, ~1 s per episode): the same flights as (h); at the onset of each
+    hard brake (a run below half the command in the middle of the path; onset: the last speed peak
+    before it), whether an obstacle lies in the straight tube of the vehicle radius ahead (within
+    10 m) and how far, and whether a sideways shift of at most 0.3 / 0.6 m would have cleared it
+    (the shifted straight path to 1 m past where the tube is blocked keeps 0.1 m beyond the
+    radius): is the network braking where a small swerve would do?
+
+    python benchmarks/policy.py --brake-geometry [--model FILE] [--episodes N]         # (i)
 """
 import math
 import os
@@ -335,13 +344,27 @@ def bench_loss_pull(model_path, cfg_path, factors=(0.0, 1.0), batches=2, batch_s
               + f"  | net {sum(np.mean(v) for v in pulls.values()):+.3f}")
 
 
+def _eval_flight(pol, kind, seed, speed):
+    """One ``policy eval`` flight (full quadrotor, calibrated command) in world ``seed`` of ``kind``:
+    (world, episode)."""
+    from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
+    from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
+    from planner_pkg.world import GENERATOR_PARAMS, generate_world
+
+    d = GENERATOR_PARAMS[kind]()
+    start, goal = np.array(d.start, float), np.array(d.goal, float)
+    heading = goal - start
+    world = generate_world(kind, seed)
+    cfg = RunnerConfig(timeout_s=3.0 * float(np.linalg.norm(heading)) / speed + 10.0, seed=seed, point_cloud=False)
+    ep = ClosedLoopRunner(world, PolicyPlanner(pol, PolicyPlannerConfig(speed_mps=speed)), cfg).run(
+        start, goal, start_yaw=math.atan2(heading[1], heading[0]))
+    return world, ep
+
+
 def bench_time_split(model_path, episodes, speeds=(7.0,), first_world=500, edge_m=5.0, slow_s=0.3):
     """(h): where the mean speed of the eval flights goes (module docstring)."""
     from planner_pkg.policy.env import eval_world_seed
     from planner_pkg.policy.export import default_model_path, load_policy
-    from planner_pkg.policy.planner import PolicyPlanner, PolicyPlannerConfig
-    from planner_pkg.sim.runner import ClosedLoopRunner, RunnerConfig
-    from planner_pkg.world import GENERATOR_PARAMS, generate_world
 
     path = model_path or default_model_path()
     pol = load_policy(path)
@@ -349,18 +372,10 @@ def bench_time_split(model_path, episodes, speeds=(7.0,), first_world=500, edge_
     print(f"  {'world':>9} {'V':>4} {'ok':>5} {'mean':>5} {'first 5 m':>9} {'middle':>16} {'last 5 m':>8} "
           f"{'slowed':>7} {'slow s':>6} {'mean of others':>14}")
     for kind in ("forest", "cluttered"):
-        d = GENERATOR_PARAMS[kind]()
-        start, goal = np.array(d.start, float), np.array(d.goal, float)
-        heading = goal - start
         for speed in speeds:
             rows = []
             for i in range(episodes):
-                seed = eval_world_seed(first_world + i)
-                planner = PolicyPlanner(pol, PolicyPlannerConfig(speed_mps=speed))
-                cfg = RunnerConfig(timeout_s=3.0 * float(np.linalg.norm(heading)) / speed + 10.0, seed=seed,
-                                   point_cloud=False)
-                ep = ClosedLoopRunner(generate_world(kind, seed), planner, cfg).run(
-                    start, goal, start_yaw=math.atan2(heading[1], heading[0]))
+                _, ep = _eval_flight(pol, kind, eval_world_seed(first_world + i), speed)
                 s = ep.summary
                 if not s.reached or s.collided:
                     continue
@@ -386,3 +401,84 @@ def bench_time_split(model_path, episodes, speeds=(7.0,), first_world=500, edge_
     print(f"  (successful flights; middle: the path between its first and last {edge_m:g} m, with its mean speed; "
           f"slowed: flights\n   below {0.5:g} x the command in the middle for more than {slow_s:g} s, slow s: "
           "their mean time there)")
+
+
+def _brake_events(log, speed, edge_m=5.0):
+    """Hard brakes of a flight log (t, p, v rows): runs of samples in the middle of the path (beyond
+    ``edge_m`` from either end) below half the command. Per run: (index of its onset, the last
+    speed peak before it; lowest speed, m/s; time below half the command, s)."""
+    v = np.linalg.norm(log[:, 4:6], axis=1)
+    travelled = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(log[:, 1:4], axis=0), axis=1))])
+    slow = (travelled >= edge_m) & (travelled <= travelled[-1] - edge_m) & (v < 0.5 * speed)
+    events, k = [], 0
+    while k < len(v):
+        if not slow[k]:
+            k += 1
+            continue
+        end = k
+        while end < len(v) and slow[end]:
+            end += 1
+        onset = k
+        while onset > 0 and v[onset - 1] > v[onset]:
+            onset -= 1
+        events.append((onset, float(v[k:end].min()), float(log[end - 1, 0] - log[k, 0])))
+        k = end
+    return events
+
+
+def _brake_geometry(world, position, velocity, radius, reach_m=10.0, max_shift_m=2.0, margin_m=0.1, past_m=1.0):
+    """At a brake's onset: the free distance ahead along the horizontal velocity (a tube of the
+    vehicle ``radius``; inf when free to ``reach_m``), and the smallest sideways shift (either side,
+    up to ``max_shift_m``; inf if none) that keeps the straight path to ``past_m`` beyond that point
+    (past the obstacle's near side) ``margin_m`` beyond the radius from every surface."""
+    d = np.array([velocity[0], velocity[1], 0.0])
+    d /= max(float(np.linalg.norm(d)), 1e-9)
+    side = np.array([-d[1], d[0], 0.0])
+    ahead = np.arange(0.1, reach_m, 0.05)
+    hit = np.nonzero(np.asarray(world.signed_distance(position[None] + ahead[:, None] * d[None])) < radius)[0]
+    if not hit.size:
+        return math.inf, math.inf
+    along = np.arange(0.1, ahead[hit[0]] + past_m, 0.05)
+    line = position[None] + along[:, None] * d[None]
+    for shift in np.arange(0.05, max_shift_m + 1e-9, 0.05):
+        for sign in (1.0, -1.0):
+            if (np.asarray(world.signed_distance(line + sign * shift * side[None])) >= radius + margin_m).all():
+                return float(ahead[hit[0]]), float(shift)
+    return float(ahead[hit[0]]), math.inf
+
+
+def bench_brake_geometry(model_path, episodes, speeds=(7.0,), first_world=500):
+    """(i): what lies ahead when the eval flights brake hard (module docstring)."""
+    from planner_pkg.policy.env import eval_world_seed
+    from planner_pkg.policy.export import default_model_path, load_policy
+
+    path = model_path or default_model_path()
+    pol = load_policy(path)
+    radius = pol.config.env.vehicle_radius_m
+    print(f"\n(i) brake geometry: {path}, {episodes} worlds per kind and speed (first {first_world}), quadrotor")
+    print(f"  {'world':>9} {'V':>4} {'brakes':>6} {'flights':>7} {'obstacle ahead':>14} {'median m':>8} "
+          f"{'shift<=0.3':>10} {'<=0.6':>5} {'min m/s':>7} {'below s':>7}")
+    for kind in ("forest", "cluttered"):
+        for speed in speeds:
+            rows, flights = [], 0
+            for i in range(episodes):
+                world, ep = _eval_flight(pol, kind, eval_world_seed(first_world + i), speed)
+                log = ep.log.as_array()
+                events = _brake_events(log, speed)
+                flights += bool(events)
+                for onset, low, below in events:
+                    ahead, shift = _brake_geometry(world, log[onset, 1:4], log[onset, 4:7], radius)
+                    rows.append((ahead, shift, low, below))
+            if not rows:
+                print(f"  {kind:>9} {speed:4g} {0:6d}")
+                continue
+            r = np.array(rows)
+            blocked = np.isfinite(r[:, 0])
+            median_ahead = f"{np.median(r[blocked, 0]):8.2f}" if blocked.any() else f"{'-':>8}"
+            print(f"  {kind:>9} {speed:4g} {len(r):6d} {flights:7d} {blocked.sum():14d} {median_ahead} "
+                  f"{(r[:, 1] <= 0.3).sum():10d} {(r[:, 1] <= 0.6).sum():5d} {np.median(r[:, 2]):7.2f} "
+                  f"{np.median(r[:, 3]):7.2f}")
+    print("  (brakes: runs below 0.5 x the command in the middle of the path; at each one's onset (the last speed "
+          "peak\n   before it): obstacle ahead in a straight tube of the vehicle radius within 10 m, its median "
+          "distance, and\n   how many a sideways shift of at most 0.3 / 0.6 m would have cleared (to 1 m past it, "
+          "0.1 m to spare);\n   median lowest speed and time below 0.5 x the command)")

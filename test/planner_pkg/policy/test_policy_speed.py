@@ -238,3 +238,40 @@ def test_init_from_and_resume_exclude_each_other(tmp_path):
     with pytest.raises(ValueError, match="not both"):
         train(cfg, tmp_path / "out.agm", resume=tmp_path / "x.ckpt", init_from=path, progress=False, log=lambda s: None)
     assert not (tmp_path / "out.ckpt").exists()
+
+
+# -- the brake-geometry diagnostic (benchmarks/policy_diagnostics.py, section (i)) --------------
+def test_brake_events_and_geometry_on_a_synthetic_flight():
+    """A 40 m flight along x at 7 m/s that brakes to 1 m/s between x = 18 and 22 m: one brake, its
+    onset the last speed peak before it, its lowest speed and its time below 3.5 m/s; slow stretches
+    within 5 m of either end are take-off and approach, not brakes. Geometry: a trunk of radius
+    0.3 m at (25, 0.2) with a 0.19 m vehicle blocks the tube about 9.55 m ahead of x = 15, and the
+    smallest sideways shift that clears it with 0.1 m to spare goes away from the trunk's side."""
+    from benchmark_scripts import load_benchmark
+    from planner_pkg.world.primitives import Cylinder
+    from planner_pkg.world.world import World
+
+    diag = load_benchmark("policy_diagnostics", "policy_diagnostics_under_test")
+    x = np.arange(0.0, 40.0 + 1e-9, 0.01)
+    v = np.interp(x, [0.0, 4.0, 15.0, 18.0, 22.0, 25.0, 36.0, 40.0], [0.5, 7.0, 7.0, 1.0, 1.0, 7.0, 7.0, 0.5])
+    t = np.concatenate([[0.0], np.cumsum(np.diff(x) * 2.0 / (v[1:] + v[:-1]))])
+    zeros = np.zeros_like(x)
+    log = np.column_stack([t, x, zeros, zeros + 1.0, v, zeros, zeros])
+    events = diag._brake_events(log, 7.0)
+    assert len(events) == 1
+    onset, low, below = events[0]
+    assert x[onset] == pytest.approx(15.0, abs=0.011)  # the end of the cruise: the last speed peak
+    assert low == pytest.approx(1.0, abs=1e-9)
+    slow = (v < 3.5) & (x > 5.0) & (x < 35.0)
+    assert below == pytest.approx(t[slow][-1] - t[slow][0], abs=1e-9)
+    assert diag._brake_events(log[x < 14.0], 7.0) == []  # slow only at the ends
+
+    world = World((-5.0, -10.0, 0.0), (50.0, 10.0, 5.0), [Cylinder((25.0, 0.2), 0.3, 4.0)], ground=False)
+    ahead, shift = diag._brake_geometry(world, np.array([15.0, 0.0, 1.0]), np.array([7.0, 0.0, 0.0]), 0.19)
+    # the tube's centre line meets the radius-0.19 band of the trunk at x = 25 - sqrt(0.49^2 - 0.2^2),
+    # 10 m less that from x = 15 (sampled every 0.05 m)
+    assert ahead == pytest.approx(10.0 - np.sqrt(0.49 ** 2 - 0.2 ** 2), abs=0.06)
+    # to the right (-y), past the trunk: the line must pass 0.3 + 0.19 + 0.1 from its axis at y = 0.2,
+    # shift 0.39 -> 0.40 on the 0.05 m grid (to the left it would take 0.79)
+    assert shift == pytest.approx(0.40, abs=1e-6)
+    assert diag._brake_geometry(world, np.array([15.0, 3.0, 1.0]), np.array([7.0, 0.0, 0.0]), 0.19) == (np.inf, np.inf)
