@@ -361,6 +361,13 @@ def _eval_flight(pol, kind, seed, speed):
     return world, ep
 
 
+def _path_middle(log, edge_m):
+    """(distance travelled at each sample of a flight log (t, p, v rows), m; the samples farther than
+    ``edge_m`` along the path from either end): the take-off and the approach left out."""
+    travelled = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(log[:, 1:4], axis=0), axis=1))])
+    return travelled, (travelled >= edge_m) & (travelled <= travelled[-1] - edge_m)
+
+
 def bench_time_split(model_path, episodes, speeds=(7.0,), first_world=500, edge_m=5.0, slow_s=0.3):
     """(h): where the mean speed of the eval flights goes (module docstring)."""
     from planner_pkg.policy.env import eval_world_seed
@@ -381,12 +388,11 @@ def bench_time_split(model_path, episodes, speeds=(7.0,), first_world=500, edge_
                     continue
                 log = ep.log.as_array()
                 v = np.linalg.norm(log[:, 4:7], axis=1)
-                travelled = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(log[:, 1:4], axis=0), axis=1))])
+                travelled, mid = _path_middle(log, edge_m)
                 dt = np.diff(log[:, 0], append=log[-1, 0])
                 length = travelled[-1]
                 first, last = dt[travelled < edge_m].sum(), dt[travelled > length - edge_m].sum()
                 middle = s.time_s - first - last
-                mid = (travelled >= edge_m) & (travelled <= length - edge_m)
                 rows.append((s.mean_speed_mps, first, middle, (length - 2 * edge_m) / max(middle, 1e-9), last,
                              dt[mid & (v < 0.5 * speed)].sum()))
             if not rows:
@@ -408,8 +414,7 @@ def _brake_events(log, speed, edge_m=5.0):
     ``edge_m`` from either end) below half the command. Per run: (index of its onset, the last
     speed peak before it; lowest speed, m/s; time below half the command, s)."""
     v = np.linalg.norm(log[:, 4:6], axis=1)
-    travelled = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(log[:, 1:4], axis=0), axis=1))])
-    slow = (travelled >= edge_m) & (travelled <= travelled[-1] - edge_m) & (v < 0.5 * speed)
+    slow = _path_middle(log, edge_m)[1] & (v < 0.5 * speed)
     events, k = [], 0
     while k < len(v):
         if not slow[k]:
