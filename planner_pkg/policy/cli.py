@@ -1,6 +1,6 @@
 """``python -m planner_pkg policy train|eval``: the learned policy's commands.
 
-    policy train --config FILE --out model.agm [--resume model.ckpt | --init-from model.agm] [--iterations N]
+    policy train --config FILE --out model.agm [--resume model.ckpt | --init-from model.agm] [--widen] [--iterations N]
                  [--stop-after N]
     policy export --checkpoint model.ckpt --out model.agm
     policy eval  [--model model.agm] [--episodes 100] [--speed 3 [5 ...]] [--vehicle quadrotor|point_mass]
@@ -35,6 +35,9 @@ def add_parser(subparsers) -> None:
     tr.add_argument("--resume", metavar="CKPT", help="continue from this checkpoint")
     tr.add_argument("--init-from", metavar="MODEL", help="start from this exported model's weights (same network "
                     "shape; a fine-tune with a fresh optimiser), instead of a random initialisation")
+    tr.add_argument("--widen", action="store_true", help="with --init-from: the config's network may be wider "
+                    "(channels, hidden); the model fills its first units and the new ones start with no "
+                    "influence on the output, so training starts from the model's exact behaviour")
     tr.add_argument("--iterations", type=_positive_int, metavar="N", help="override train.iterations")
     tr.add_argument("--stop-after", type=_positive_int, metavar="N",
                     help="run at most N iterations now, checkpoint and stop (continue with --resume)")
@@ -106,9 +109,11 @@ def _cmd_train(args) -> int:
             raise _err("--resume and --init-from exclude each other: a checkpoint already holds the weights")
         if not Path(args.init_from).is_file():
             raise _err(f"model {args.init_from!r} does not exist")
+    elif args.widen:
+        raise _err("--widen needs --init-from MODEL (the narrower model to start from)")
     try:
         result = train(cfg, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress,
-                       init_from=args.init_from)
+                       init_from=args.init_from, widen=args.widen)
     except ValueError as exc:
         raise _err(str(exc)) from None
     last = result.history[-1] if result.history else {}

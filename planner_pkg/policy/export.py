@@ -186,12 +186,19 @@ def load_policy_bytes(data: bytes, where: str = "<bytes>") -> LoadedPolicy:
     return LoadedPolicy(model=model, config=cfg, path=where, speed_calibration=calibration)
 
 
-def load_weights_from_model(net, path: Union[str, Path]) -> int:
+def load_weights_from_model(net, path: Union[str, Path], widen: bool = False) -> int:
     """Copy the weights of the exported model ``path`` into ``net`` (a ``PolicyNet``), in place: a
     warm start (``policy train --init-from``). Every parameter of ``net`` must be in the file with
     the same shape (the same channels, hidden size and image size); the buffers (output scales,
     feed-forward) stay those of ``net``'s own configuration. Returns the number of tensors copied;
-    raises PolicyModelError naming the file and the first mismatch."""
+    raises PolicyModelError naming the file and the first mismatch.
+
+    widen: ``net`` may be wider than the file's network (more channels in any convolution, a larger
+    hidden size; the same image size). The file's weights then fill the first units of every layer
+    and the weights from each new unit into an old one (and into the outputs) are set to zero, so
+    the widened network computes exactly the file's outputs (its first hidden units carry the file's
+    GRU state); the new units keep ``net``'s own initialisation and start to matter as training
+    moves those zeros (Net2Net-style widening, Chen et al. 2016, with zero outgoing weights)."""
     import autograd_core as ag
     from autograd_core.runtime import _format
 
@@ -211,10 +218,59 @@ def load_weights_from_model(net, path: Union[str, Path]) -> int:
             raise PolicyModelError(f"{where}: has no weight {name!r}; it is not a model of this network "
                                    "(channels, hidden size and image size must match the config)")
         have = tuple(np.shape(tensors[name]))
-        if have != tuple(param.shape):
+        need = tuple(param.shape)
+        if have == need:
+            continue
+        if not widen:
             raise PolicyModelError(f"{where}: weight {name!r} is {have}, the config's network needs "
-                                   f"{tuple(param.shape)} (channels, hidden size and image size must match)")
+                                   f"{need} (channels, hidden size and image size must match)")
+        if len(have) != len(need) or any(h > n for h, n in zip(have, need)):
+            raise PolicyModelError(f"{where}: weight {name!r} is {have} and cannot widen to {need}: the config's "
+                                   "network must have at least the model's channels and hidden size")
+    if widen:
+        _check_widened_flatten(net, tensors, where)
+    values = {}
+    for name, param in params.items():
+        old = np.asarray(tensors[name], dtype=np.float32)
+        values[name] = old if old.shape == tuple(param.shape) else _widened(
+            param.detach().numpy(), old, groups=3 if name.startswith("gru.") else 1)
     with ag.no_grad():
         for name, param in params.items():
-            param.copy_(ag.tensor(np.asarray(tensors[name], dtype=np.float32)))
+            param.copy_(ag.tensor(values[name]))
     return len(params)
+
+
+def _widened(fresh: np.ndarray, old: np.ndarray, groups: int) -> np.ndarray:
+    """``fresh`` (the wider layer's own initialisation) with ``old`` in its first units.
+
+    Axis 0 holds the layer's outputs in ``groups`` equal blocks (the GRU's r, z, n gates): the old
+    outputs of block g sit at the start of the new block g. Axis 1 (if any) holds the inputs, old
+    ones first; the new inputs' weights into an old output are zeroed, so old outputs depend on the
+    old inputs exactly as before. New outputs keep their fresh weights."""
+    new_out, old_out = fresh.shape[0] // groups, old.shape[0] // groups
+    if fresh.shape[0] % groups or old.shape[0] % groups:
+        raise ValueError(f"cannot split {fresh.shape[0]} / {old.shape[0]} outputs into {groups} gate blocks")
+    rows = np.concatenate([np.arange(g * new_out, g * new_out + old_out) for g in range(groups)])
+    out = np.array(fresh, dtype=np.float32, copy=True)
+    if old.ndim == 1:
+        out[rows] = old
+        return out
+    if old.shape[2:] != fresh.shape[2:]:
+        raise ValueError(f"kernel {old.shape[2:]} cannot widen to {fresh.shape[2:]}")
+    n_in = old.shape[1]
+    out[rows, n_in:] = 0.0
+    out[rows, :n_in] = old
+    return out
+
+
+def _check_widened_flatten(net, tensors, where: str) -> None:
+    """The flattened image features are channel-major, so a wider last convolution appends whole
+    channels after the old features; that holds only with the same image size (same features per
+    channel). Checked from the shapes of the first linear layer and the last convolution."""
+    old_c3 = int(np.shape(tensors["stem.4.weight"])[0])
+    old_feat = int(np.shape(tensors["stem.7.weight"])[1])
+    new_c3 = int(net.stem[4].weight.shape[0])
+    new_feat = int(net.stem[7].weight.shape[1])
+    if old_feat * new_c3 != new_feat * old_c3:
+        raise PolicyModelError(f"{where}: its network sees {old_feat // old_c3} image features per channel, the "
+                               f"config's {new_feat // new_c3}: widening needs the same observation.image_hw")

@@ -139,6 +139,7 @@ def train(
     progress: bool = True,
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
     init_from: Optional[Union[str, Path]] = None,
+    widen: bool = False,
 ) -> TrainResult:
     """Train a policy with ``cfg`` and export it to ``out`` (module docstring).
 
@@ -147,7 +148,9 @@ def train(
     and return without exporting (a time-boxed run; resume later). init_from: an exported model
     (``.agm``) of the same network shape whose weights start the run instead of ``train.seed``'s
     initialisation (a warm start / fine-tune; fresh optimiser and schedule). Not with ``resume``:
-    a checkpoint already holds the weights.
+    a checkpoint already holds the weights. widen: with ``init_from``, ``cfg``'s network may be
+    wider than the model's (more channels, a larger hidden size); the model's weights fill its first
+    units so it starts with the model's exact outputs (``export.load_weights_from_model``).
     """
     tc = cfg.train
     paths = output_paths(out)
@@ -159,8 +162,12 @@ def train(
             raise ValueError("give either a checkpoint to resume or a model to start from (--init-from), not both")
         from planner_pkg.policy.export import load_weights_from_model
 
-        n = load_weights_from_model(net, init_from)
-        log(f"initialised {n} weight tensors from {init_from}")
+        n = load_weights_from_model(net, init_from, widen=widen)
+        log(f"initialised {n} weight tensors from {init_from}"
+            + (f" (widened to channels {list(cfg.network.channels)}, hidden {cfg.network.hidden} where smaller)"
+               if widen else ""))
+    elif widen:
+        raise ValueError("widen needs a model to start from (--init-from)")
     opt = AdamW(net.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
     sched = CosineAnnealingLR(opt, T_max=tc.iterations, eta_min=tc.lr_min)
     history: List[Dict[str, float]] = []

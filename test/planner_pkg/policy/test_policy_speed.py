@@ -167,6 +167,66 @@ def test_load_weights_from_model_reproduces_the_network(tmp_path):
     np.testing.assert_array_equal(out_a, out_b)
 
 
+def _randomised(net, seed):
+    """Give every parameter (biases included) non-trivial values, so no weight is zero by chance."""
+    rng = np.random.default_rng(seed)
+    with ag.no_grad():
+        for _, p in net.named_parameters():
+            p.copy_(ag.tensor(rng.normal(0.0, 0.4, tuple(p.shape)).astype(np.float32)))
+    return net
+
+
+def test_widened_network_starts_with_the_narrow_models_outputs(tmp_path):
+    """--init-from --widen: every layer wider (conv channels 4/8/8 -> 6/12/10, hidden 16 -> 24); over a
+    recurrent sequence the wide network gives the narrow model's outputs and carries its GRU state in
+    its first 16 units, while the weights that let the new units in get gradient."""
+    narrow = _cfg()
+    wide = narrow.replace(network={"channels": [6, 12, 10], "hidden": 24})
+    a = _randomised(PolicyNet(narrow.network, narrow.observation), 1)
+    path = export_policy(a, narrow, tmp_path / "narrow.agm")
+    b = _randomised(PolicyNet(wide.network, wide.observation), 2)
+    assert load_weights_from_model(b, path, widen=True) == len(dict(b.named_parameters()))
+    rows, cols = narrow.observation.image_hw
+    rng = np.random.default_rng(5)
+    ha, hb = a.initial_hidden(2), b.initial_hidden(2)
+    loss = 0.0
+    for _ in range(6):
+        img = ag.tensor(rng.uniform(0.0, 1.0, (2, 1, rows, cols)).astype(np.float32))
+        st = ag.tensor(rng.normal(0.0, 1.0, (2, 10)).astype(np.float32))
+        with ag.no_grad():
+            out_a, ha = a(img, st, ha)
+        out_b, hb = b(img, st, hb)
+        np.testing.assert_allclose(out_b.detach().numpy(), out_a.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(hb.detach().numpy()[:, :16], ha.numpy(), rtol=1e-5, atol=1e-5)
+        loss = loss + (out_b * out_b).sum()
+    assert np.abs(hb.detach().numpy()[:, 16:]).max() > 0.05  # the new units do run
+    loss.backward()
+    # their way into the output (zero at the start) gets gradient, so training can bring them in
+    assert np.abs(b.fc.weight.grad.numpy()[:, 16:]).max() > 1e-4
+    assert np.abs(b.gru.weight_hh.grad.numpy()[:16, 16:]).max() > 1e-4
+    # and the exported wide model runs the same on the no-autograd runtime
+    wide_model = load_policy(export_policy(b, wide, tmp_path / "wide.agm")).model
+    img = rng.uniform(0.0, 1.0, (1, 1, rows, cols)).astype(np.float32)
+    st = rng.normal(0.0, 1.0, (1, 10)).astype(np.float32)
+    np.testing.assert_allclose(wide_model(img, st, np.zeros((1, 24), np.float32))[0],
+                               load_policy(path).model(img, st, np.zeros((1, 16), np.float32))[0], rtol=1e-5, atol=1e-5)
+
+
+def test_widening_refuses_a_narrower_network_or_another_image(tmp_path):
+    from planner_pkg.policy.trainer import train
+
+    cfg = _cfg()
+    path = export_policy(PolicyNet(cfg.network, cfg.observation), cfg, tmp_path / "a.agm")
+    narrower = cfg.replace(network={"channels": [4, 8, 8], "hidden": 12})
+    with pytest.raises(PolicyModelError, match=r"stem.7.weight. is \(16, 64\) and cannot widen to \(12, 64\)"):
+        load_weights_from_model(PolicyNet(narrower.network, narrower.observation), path, widen=True)
+    other_image = cfg.replace(network={"hidden": 20}, observation={"image_hw": [14, 18]})
+    with pytest.raises(PolicyModelError, match="same observation.image_hw"):
+        load_weights_from_model(PolicyNet(other_image.network, other_image.observation), path, widen=True)
+    with pytest.raises(ValueError, match="widen needs a model"):
+        train(cfg, tmp_path / "out.agm", widen=True, progress=False, log=lambda s: None)
+
+
 def test_load_weights_refuses_another_network_shape(tmp_path):
     cfg = _cfg()
     path = export_policy(PolicyNet(cfg.network, cfg.observation), cfg, tmp_path / "a.agm")
