@@ -234,6 +234,15 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
         step, not differentiated, faded out below 0.5 m/s where a direction means nothing), so
         the term can only ask for more clearance sideways (or vertically); the collision term
         keeps the full gradient (it still asks to brake when contact is near). Same loss values.
+    velocity_guidance: whether the velocity term's target follows a privileged guide instead of the
+        straight line to the goal (``planner_pkg.policy.guidance``): the cheapest way to the goal
+        around the obstacles, planned on the whole world (which the network never sees) on a grid
+        of ``guidance_cell_m``, keeping ``guidance_clearance_m`` beyond the vehicle radius where it
+        can (moving closer costs up to ``1 + guidance_cost`` times the distance), aimed at the
+        farthest point of that way visible within ``guidance_lookahead_m``. Only the direction of
+        the horizontal target changes (its speed and the vertical part stay); in open space, or where
+        the vehicle's cell has no way to the goal, the target is the straight one. The network's
+        input is always the straight-line target (all a flight has). False (default): as before.
     """
 
     velocity: float = _non_negative(1.0)
@@ -257,6 +266,11 @@ class LossConfig(Config, schema=_SCHEMA, prefix="loss."):
     velocity_estimate_steers: bool = True
     acceleration_beyond_drag: bool = False
     avoidance_along_track_gradient: bool = True
+    velocity_guidance: bool = False
+    guidance_cell_m: float = setting(0.25, range=(0.05, 2.0))
+    guidance_clearance_m: float = _positive(0.4)
+    guidance_cost: float = _non_negative(10.0)
+    guidance_lookahead_m: float = _positive(8.0)
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 
 from planner_pkg.policy.config import PolicyConfig
 from planner_pkg.policy.dynamics import EpisodeDynamics, sample_episode_dynamics
+from planner_pkg.policy.guidance import GuidanceGrid, guidance_grid
 from planner_pkg.policy.observation import target_velocity  # noqa: F401 - re-exported (training scenarios)
 from planner_pkg.policy.render import PackedScene, pack_scenes
 from planner_pkg.world import generate_world
@@ -51,6 +52,10 @@ class Episode:
     pitch: np.ndarray  # (B,) rad, positive = camera tilted down
     yaw0: np.ndarray  # (B,) rad, initial heading (towards the goal)
     dynamics: EpisodeDynamics
+    # loss.velocity_guidance: one grid of the ways to its agents' goals per world, and each agent's
+    # goal index in its world's grid (None when the config does not ask for the guide)
+    guidance: Optional[List[GuidanceGrid]] = None
+    guidance_index: Optional[np.ndarray] = None
 
     @property
     def batch(self) -> int:
@@ -101,6 +106,15 @@ def sample_episode(cfg: PolicyConfig, batch: int, rng: np.random.Generator) -> E
     start[flip], goal[flip] = goal[flip].copy(), start[flip].copy()
     delta = goal - start
     yaw0 = np.arctan2(delta[:, 1], delta[:, 0])
+    guidance = guidance_index = None
+    if cfg.loss.velocity_guidance:
+        lc = cfg.loss
+        guidance, guidance_index = [], np.empty(batch, dtype=int)
+        for w, world in enumerate(worlds):
+            idx = np.nonzero(agent_world == w)[0]
+            guidance_index[idx] = np.arange(idx.size)
+            guidance.append(guidance_grid(world, goal[idx], lc.guidance_cell_m, env.vehicle_radius_m,
+                                          lc.guidance_clearance_m, lc.guidance_cost, env.altitude_m))
     return Episode(
         worlds=worlds,
         scene=pack_scenes(worlds),
@@ -113,6 +127,8 @@ def sample_episode(cfg: PolicyConfig, batch: int, rng: np.random.Generator) -> E
         pitch=np.radians(rng.uniform(*obs.pitch_deg, size=batch)),
         yaw0=yaw0,
         dynamics=sample_episode_dynamics(cfg.dynamics, batch, rng),
+        guidance=guidance,
+        guidance_index=guidance_index,
     )
 
 

@@ -24,11 +24,12 @@ from planner_pkg.policy.config import PolicyConfig
 from planner_pkg.policy.distance import distance_and_gradient, world_distance
 from planner_pkg.policy.dynamics import PointMassBatch
 from planner_pkg.policy.env import Episode, target_velocity, wrap_angles
+from planner_pkg.policy.guidance import guide_directions
 from planner_pkg.policy.observation import (attitude_from_thrust_batch, camera_rotation_batch,
                                             depth_observation, heading_to, state_vector, yaw_rotate)
 from planner_pkg.policy.render import render_depth
 
-__all__ = ["RolloutResult", "run_rollout", "yaw_to_world", "cone_half_angle"]
+__all__ = ["RolloutResult", "run_rollout", "yaw_to_world", "cone_half_angle", "guided_target"]
 
 
 @dataclass
@@ -129,6 +130,22 @@ def _distances_with_lateral(position, velocity, ep: Episode):
     return full, base + (moved * ag.tensor(lateral.astype(dtype))).sum(dim=1)
 
 
+def guided_target(ep: Episode, target: np.ndarray, position: np.ndarray, lookahead_m: float) -> np.ndarray:
+    """The velocity loss's target under ``loss.velocity_guidance``: ``target`` (B, 3) m/s (the
+    straight-line target at ``position`` (B, 3) m) with its horizontal part turned to the guide's
+    direction, same horizontal speed; unchanged where there is no guide (``guidance.guide_directions``)."""
+    out = np.array(target, dtype=np.float64, copy=True)
+    speed_xy = np.hypot(target[:, 0], target[:, 1])
+    for w, grid in enumerate(ep.guidance):
+        idx = np.nonzero(ep.agent_world == w)[0]
+        if idx.size == 0:
+            continue
+        direction, valid = guide_directions(grid, ep.guidance_index[idx], position[idx], ep.goal[idx], lookahead_m)
+        k = idx[valid]
+        out[k, 0:2] = direction[valid] * speed_xy[k, None]
+    return out
+
+
 def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, steps: int,
                 noisy: bool = True) -> RolloutResult:
     """Fly the batch of ``ep`` for ``steps`` control steps with ``net``; losses and statistics."""
@@ -154,6 +171,9 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
     lateral_avoidance = not cfg.loss.avoidance_along_track_gradient
     lateral_clearances = []
     targets, truths, dts = [], [], []
+    guided = cfg.loss.velocity_guidance  # the velocity term's target follows the privileged guide
+    if guided and ep.guidance is None:
+        raise ValueError("loss.velocity_guidance needs an episode sampled with it (env.sample_episode)")
     raw_dist = np.empty((steps, b))
     goal_dist = np.empty((steps, b))
     for t in range(steps):
@@ -168,7 +188,7 @@ def run_rollout(net, ep: Episode, cfg: PolicyConfig, rng: np.random.Generator, s
         command = yaw_to_world(out[:, 0:3], yaw)
         estimates.append(out[:, 3:6])
         truths.append(yaw_rotate(v_np, yaw))
-        targets.append(target)
+        targets.append(guided_target(ep, target, p_np, cfg.loss.guidance_lookahead_m) if guided else target)
         sim.step(command)
         commands.append(command)
         if drag_ff > 0:
