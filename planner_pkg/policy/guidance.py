@@ -8,8 +8,9 @@ steepest descent of a cost-weighted geodesic distance to the goal, computed from
 (which the network never sees), so the loss asks for the way round a group before it is close.
 
 The guide is planned on a 2-D grid over the world's horizontal extent (``cell_m``). A cell is
-blocked when a vehicle of radius ``vehicle_radius_m`` centred there would touch a solid at any
-altitude of the flight band ``z_range``; within ``clearance_m`` more, moving costs up to ``1 + cost``
+blocked when a vehicle of radius ``vehicle_radius_m`` centred there would touch an obstacle at any
+altitude of the flight band ``z_range`` (sampled at its ends and middle; the band keeps clear of the
+ground and the ceiling); within ``clearance_m`` more, moving costs up to ``1 + cost``
 times the distance (a quadratic ramp), so the way round prefers clearance but still takes a narrow
 gap when there is no other. Dijkstra over the grid (16 neighbours) from the goal's cell gives every
 reachable cell's next cell on its cheapest way to the goal. A grid path's direction is quantised
@@ -68,7 +69,7 @@ class GuidanceGrid:
 def _cell_cost(world, xs, ys, z_range, vehicle_radius_m: float, clearance_m: float, cost: float):
     """(nx, ny) cost multiplier per cell (inf where blocked, 1 + cost x ramp in the clearance band,
     1 elsewhere) and (nx, ny) distance of each cell's centre to the nearest obstacle over the flight
-    band (inf beyond the band). Distances are evaluated only near each obstacle's footprint (its xy
+    band (inf where no obstacle's footprint is within the band's reach). Distances are evaluated only near each obstacle's footprint (its xy
     bounding disc)."""
     nx, ny = xs.size, ys.size
     reach = vehicle_radius_m + clearance_m
