@@ -66,7 +66,7 @@ class GuidanceGrid:
         return self.clear.shape
 
 
-def _cell_cost(world, xs, ys, z_range, vehicle_radius_m: float, clearance_m: float, cost: float):
+def _cell_cost(world, xs, ys, cell_m: float, z_range, vehicle_radius_m: float, clearance_m: float, cost: float):
     """(nx, ny) cost multiplier per cell (inf where blocked, 1 + cost x ramp in the clearance band,
     1 elsewhere) and (nx, ny) distance of each cell's centre to the nearest obstacle over the flight
     band (inf where no obstacle's footprint is within the band's reach). Distances are evaluated only near each obstacle's footprint (its xy
@@ -74,17 +74,16 @@ def _cell_cost(world, xs, ys, z_range, vehicle_radius_m: float, clearance_m: flo
     nx, ny = xs.size, ys.size
     reach = vehicle_radius_m + clearance_m
     nearest = np.full((nx, ny), np.inf)
-    h = xs[1] - xs[0] if nx > 1 else 1.0
     zs = np.linspace(z_range[0], z_range[1], 3)
     for block in pack(world.obstacles):
         cx, cy, rad, zmin, zmax = block.hull
         keep = (zmax >= z_range[0] - reach) & (zmin <= z_range[1] + reach)
         for k in np.nonzero(keep)[0]:
             r = rad[k] + reach
-            i0 = max(0, int(np.floor((cx[k] - r - xs[0]) / h)))
-            i1 = min(nx, int(np.ceil((cx[k] + r - xs[0]) / h)) + 1)
-            j0 = max(0, int(np.floor((cy[k] - r - ys[0]) / h)))
-            j1 = min(ny, int(np.ceil((cy[k] + r - ys[0]) / h)) + 1)
+            i0 = max(0, int(np.floor((cx[k] - r - xs[0]) / cell_m)))
+            i1 = min(nx, int(np.ceil((cx[k] + r - xs[0]) / cell_m)) + 1)
+            j0 = max(0, int(np.floor((cy[k] - r - ys[0]) / cell_m)))
+            j1 = min(ny, int(np.ceil((cy[k] + r - ys[0]) / cell_m)) + 1)
             if i0 >= i1 or j0 >= j1:
                 continue
             gx, gy = np.meshgrid(xs[i0:i1], ys[j0:j1], indexing="ij")
@@ -142,25 +141,30 @@ def guidance_grid(world, goals: np.ndarray, cell_m: float, vehicle_radius_m: flo
     ny = max(2, int(np.floor((hi[1] - lo[1]) / cell_m)))
     xs = lo[0] + (np.arange(nx) + 0.5) * cell_m
     ys = lo[1] + (np.arange(ny) + 0.5) * cell_m
-    cell_cost, nearest = _cell_cost(world, xs, ys, z_range, vehicle_radius_m, clearance_m, cost)
+    cell_cost, nearest = _cell_cost(world, xs, ys, cell_m, z_range, vehicle_radius_m, clearance_m, cost)
+    origin = np.array([xs[0], ys[0]])
     goals = np.atleast_2d(np.asarray(goals, dtype=float))
-    gi = np.clip(np.rint((goals[:, 0] - xs[0]) / cell_m).astype(int), 0, nx - 1)
-    gj = np.clip(np.rint((goals[:, 1] - ys[0]) / cell_m).astype(int), 0, ny - 1)
+    gi, gj = _cell_index(origin, cell_m, (nx, ny), goals[:, :2])
     cell_cost[gi, gj] = np.where(np.isfinite(cell_cost[gi, gj]), cell_cost[gi, gj], 1.0)  # a goal is never blocked
     dist, pred = dijkstra(_graph(cell_cost, cell_m), directed=False, indices=gi * ny + gj, return_predecessors=True)
     pred = np.where(pred < 0, -1, pred)
-    return GuidanceGrid(origin=np.array([xs[0], ys[0]]), cell_m=float(cell_m),
+    return GuidanceGrid(origin=origin, cell_m=float(cell_m),
                         open=nearest >= vehicle_radius_m + clearance_m,
                         clear=nearest >= vehicle_radius_m + 0.25 * clearance_m,
                         distance=dist.reshape(len(goals), nx, ny), next_cell=pred)
 
 
+def _cell_index(origin: np.ndarray, cell_m: float, shape, xy: np.ndarray):
+    """Indices (i, j) of the cells (centre of (0, 0) at ``origin``) holding points ``xy`` (..., 2) m,
+    clipped to a grid of ``shape``."""
+    i = np.clip(np.rint((xy[..., 0] - origin[0]) / cell_m).astype(int), 0, shape[0] - 1)
+    j = np.clip(np.rint((xy[..., 1] - origin[1]) / cell_m).astype(int), 0, shape[1] - 1)
+    return i, j
+
+
 def _cells(grid: GuidanceGrid, xy: np.ndarray):
     """Grid indices (i, j) of points ``xy`` (..., 2) m, clipped to the grid."""
-    nx, ny = grid.shape
-    i = np.clip(np.rint((xy[..., 0] - grid.origin[0]) / grid.cell_m).astype(int), 0, nx - 1)
-    j = np.clip(np.rint((xy[..., 1] - grid.origin[1]) / grid.cell_m).astype(int), 0, ny - 1)
-    return i, j
+    return _cell_index(grid.origin, grid.cell_m, grid.shape, xy)
 
 
 def _line_of_sight(mask: np.ndarray, grid: GuidanceGrid, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -185,8 +189,7 @@ def guide_directions(grid: GuidanceGrid, goal_index: np.ndarray, positions: np.n
     positions = np.atleast_2d(np.asarray(positions, dtype=float))[:, :2]
     goals = np.atleast_2d(np.asarray(goals, dtype=float))[:, :2]
     goal_index = np.asarray(goal_index, dtype=int)
-    b = positions.shape[0]
-    nx, ny = grid.shape
+    _, ny = grid.shape
     i, j = _cells(grid, positions)
     node = i * ny + j
     valid = np.isfinite(grid.distance[goal_index, i, j])
