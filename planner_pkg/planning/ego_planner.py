@@ -56,6 +56,7 @@ logger = logging.getLogger(__name__)
 
 _MAX_STEPS = 4  # FSM steps per update(): e.g. EXEC_TRAJ -> REPLAN_TRAJ -> EMERGENCY_STOP
 _LOOK_RAD = 0.2  # a plan refused for unobserved space turns the camera toward it when this far off, rad
+_HOLD_REFERENCE_SPEED_MPS = 0.5  # a hold latches the flown reference's point only below this speed of it, m/s
 
 
 @dataclass
@@ -123,6 +124,8 @@ class EgoPlanner:
         self._turn_since = -math.inf  # when a turn-on-the-spot before a new plan began, s
         self._turn_heading = None  # (heading rad, plan time s) of the turn on the spot under way
         self._unobserved: Optional[BsplineTrajectory] = None  # the last plan refused for unobserved space
+        self._flown = None  # the last trajectory handed to the caller (what the vehicle tracks)
+        self._hold_point: Optional[np.ndarray] = None  # the latched hold position, m (None: not holding)
         u = config.unknown_space
         self._stop_limit = StopLimit.from_config(u, config.max_acc_mps2, config.map.inflation_m,
                                                  config.map.resolution_m) if u.stop_before_unknown else None
@@ -163,6 +166,8 @@ class EgoPlanner:
         self._collision_time = None
         self._turn_since = -math.inf
         self._turn_heading = None
+        self._flown = None
+        self._hold_point = None
         self._rng = np.random.default_rng(self.config.seed)
         self.fsm = ReplanFSM()
         self.fsm.transition(FsmState.WAIT_TARGET, "mission reset", 0.0)
@@ -197,7 +202,31 @@ class EgoPlanner:
                 out = result
             if done:
                 break
+        if out is not None and not isinstance(out, Setpoint):
+            self._flown, self._hold_point = out, None  # a trajectory to fly: any hold is over
         return out
+
+    def _hold(self, state: VehicleState, yaw: float) -> Setpoint:
+        """Hold position: at the point latched when this hold began (a plan from rest or a turn on
+        the spot can last seconds, and a hold re-read from the vehicle's position every tick
+        never pulls it back, so the speed it had left drifted it on: measured 0.1-0.2 m toward
+        a trunk after an emergency stop). The point latched is where the flown reference is
+        when the hold begins, if that reference has (nearly) stopped there and the vehicle is
+        within ``hold_at_reference_m`` of it (the stop the planner checked, not where the
+        vehicle overshot it), else the vehicle's position. ``hold_at_reference_m`` 0: the
+        vehicle's position on every tick (no latch)."""
+        reach = self.config.hold_at_reference_m
+        if reach <= 0.0:
+            return Setpoint.hold(state.position, yaw)
+        if self._hold_point is None:
+            point = state.position.copy()
+            if self._flown is not None:
+                p_ref, v_ref = self._flown.state(state.t)[:2]
+                if (float(np.linalg.norm(v_ref)) <= _HOLD_REFERENCE_SPEED_MPS
+                        and float(np.linalg.norm(p_ref - state.position)) <= reach):
+                    point = np.array(p_ref, dtype=np.float64)
+            self._hold_point = point
+        return Setpoint.hold(self._hold_point, yaw)
 
     # -- sensing ---------------------------------------------------------------------------------
     def _fuse(self, frame: Optional[SensorFrame]) -> None:
@@ -479,7 +508,7 @@ class EgoPlanner:
             left = abs(math.remainder(heading - state.yaw, 2.0 * math.pi))
             if (left > _LOOK_RAD and t - planned_at < self.config.turn_replan_period_s
                     and t - self._turn_since < self.config.max_turn_s):
-                return True, Setpoint.hold(state.position, heading)
+                return True, self._hold(state, heading)
         out = self._plan(state, reuse=False)
         # the plan to look along before flying: one refused because the camera has not seen the
         # space it leads into (turning shows it; preferred to a detour another guess found), or
@@ -504,7 +533,7 @@ class EgoPlanner:
                 self.trajectory = None
                 self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"turning to the new heading first "
                                     f"({math.degrees(error):.0f} deg off)", t)
-                return True, Setpoint.hold(state.position, heading)
+                return True, self._hold(state, heading)
         self._turn_heading = None
         if out.success:
             self._turn_since = -math.inf
@@ -533,11 +562,11 @@ class EgoPlanner:
             self._event(t, why)
             self.fsm.transition(FsmState.WAIT_TARGET, why, t)
             self.trajectory = None
-            return True, Setpoint.hold(state.position, state.yaw)
+            return True, self._hold(state, state.yaw)
         if self._failures in (1, 10) or self._failures % 50 == 0:
             self._event(t, f"plan failed ({self._failures} in a row): {message}")
         self.fsm.transition(self.fsm.state, f"plan failed: {message}", t)
-        return True, (Setpoint.hold(state.position, state.yaw) if hold else None)
+        return True, (self._hold(state, state.yaw) if hold else None)
 
     def _execute(self, state: VehicleState):
         c, t = self.config, state.t
