@@ -48,6 +48,7 @@ does), so the deterministic budgets decide; the replan times are then still meas
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -66,8 +67,8 @@ START = (-20.0, 0.0, 1.0)
 GOAL = (20.0, 0.0, 1.0)
 STRAIGHT_M = 40.0
 # ControllerGains fields settable per run (--drag-feedforward, --jerk-feedforward,
-# --max-feedforward-rate); None = the default
-GAIN_OPTIONS = ("drag_feedforward", "jerk_feedforward", "max_feedforward_rate_rad_s")
+# --max-feedforward-rate, --max-tilt-deg); None = the default
+GAIN_OPTIONS = ("drag_feedforward", "jerk_feedforward", "max_feedforward_rate_rad_s", "max_tilt_rad")
 CLEARANCE_TARGET_M = 0.1  # issue 16: successful flights keep this much beyond the vehicle radius
 REPLAN_TARGET_MS = 20.0  # issue 16: replan time p95
 PLAN_KINDS = ("flight ok", "flight failed", "from rest")
@@ -310,6 +311,9 @@ def main(argv=None) -> int:
                     dest="max_feedforward_rate_rad_s",
                     help="the simulated controller's ControllerGains.max_feedforward_rate_rad_s for every flight "
                          "(default: its default; the largest body rate the jerk feed-forward may demand)")
+    ap.add_argument("--max-tilt-deg", type=float, default=None, metavar="DEG",
+                    help="the simulated controller's tilt limit (ControllerGains.max_tilt_rad) for every flight, "
+                         "deg (default: its default, 45, PX4's MPC_TILTMAX_AIR default)")
     ap.add_argument("--workers", type=int, default=1,
                     help="spread the episodes over N workers (Ray actors when N > 1 and ray is installed; default 1)")
     ap.add_argument("--ray-address", default="local", help="local (default), auto or ray://host:port")
@@ -327,6 +331,9 @@ def main(argv=None) -> int:
             EgoConfig().with_overrides(overrides)
     except ValueError as exc:
         ap.error(str(exc))
+    if args.max_tilt_deg is not None and not 0.0 < args.max_tilt_deg < 90.0:
+        ap.error(f"--max-tilt-deg must lie between 0 and 90 deg, got {args.max_tilt_deg:g}")
+    args.max_tilt_rad = None if args.max_tilt_deg is None else math.radians(args.max_tilt_deg)
     gains = {key: getattr(args, key) for key in GAIN_OPTIONS}
     try:
         ControllerGains().with_overrides({key: value for key, value in gains.items() if value is not None})

@@ -117,23 +117,15 @@ class TranslationalController:
     def limit(self, accel: np.ndarray) -> np.ndarray:
         """Clamp a desired acceleration: vertical first, then tilt, then the norm.
 
-        Vertical: the specific thrust ``a_z + g`` stays >= 0.2 g so attitude stays controllable
-        (with ``ControllerGains.horizontal_priority_descending``, a descent is cut to the thrust
-        the horizontal demand needs at the tilt limit, at most hover thrust);
+        Vertical: the specific thrust ``a_z + g`` stays >= 0.2 g so attitude stays controllable;
         horizontal: ``|a_xy| <= tan(max_tilt) (a_z + g)``; total: ``|a| <= max_accel``.
         """
         a = np.array(accel, dtype=np.float64)
         k = self.gains
         z = min(max(a[2], -0.8 * self.g), k.max_accel_mps2)
         saturated = z != a[2]
-        h = math.hypot(a[0], a[1])
-        if k.horizontal_priority_descending and z < 0.0 and h > self._tan_tilt * (z + self.g):
-            # descending cuts the thrust and with it the horizontal authority (at a_z = -0.8 g a 45 deg
-            # tilt leaves 2 m/s^2): give the horizontal demand the thrust it needs at the tilt
-            # limit, up to hover thrust, and descend less
-            z = min(h / self._tan_tilt - self.g, 0.0)
-            saturated = True
         a[2] = z
+        h = math.hypot(a[0], a[1])
         h_max = self._tan_tilt * (a[2] + self.g)
         if h > h_max:
             a[:2] *= h_max / h

@@ -152,13 +152,6 @@ class ControllerGains(Config):
     # fed forward unclamped it saturated the torque and tilted the vehicle to 60-76 deg (45 deg is
     # the tilt limit) in EGO's 6 m/s forest flights, several of which then hit a trunk
     max_feedforward_rate_rad_s: float = positive(6.0)
-    # a descent cuts the thrust and with it the acceleration the tilt limit allows across (at
-    # a_z = -0.8 g, 2 m/s^2 at 45 deg): True gives a horizontal demand over that limit the thrust
-    # it needs at the tilt limit (up to hover thrust) and descends less; False keeps the vertical
-    # demand first (PX4's order). Traced in an EGO forest flight at 4 m/s (benchmarks/forest.py
-    # seed 8): a plan diving at -4.7 m/s^2, the controller adding -3, left 2 m/s^2 across while the
-    # plan asked 6, and the vehicle fell 0.29 m behind it, 0.03 m from a trunk
-    horizontal_priority_descending: bool = False
 
 
 @dataclass(frozen=True)

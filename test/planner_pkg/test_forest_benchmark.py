@@ -37,3 +37,31 @@ def test_replan_cpu_split_of_no_plans_and_of_mismatched_lists():
     assert all(by[k]["plans"] == 0 and by[k]["over"] == 0 and np.isnan(by[k]["p95"]) for k in by)
     with pytest.raises(ValueError, match="one CPU time"):
         forest.replan_cpu_by_kind([1.0, 2.0], [True], [True, False])
+
+
+def test_the_tilt_limit_option_reaches_the_simulated_controller(monkeypatch):
+    """``--max-tilt-deg`` sets the simulated controller's tilt limit of every flight (in radians),
+    and a limit outside (0, 90) deg is refused before anything flies."""
+    import math
+
+    forest = _forest_module()
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def run_episode(world, planner, start, goal, config, gains):
+        seen.append(gains.max_tilt_rad)
+        raise Stop
+
+    monkeypatch.setattr(forest, "run_episode", run_episode)
+    case = {"label": "ego", "name": "ego", "max_vel": 6.0, "max_acc": 7.0, "density": 0.2, "time_scale": 1000.0,
+            "model": None, "overrides": None, "max_tilt_rad": math.radians(55.0)}
+    with pytest.raises(Stop):
+        forest.run_forest_episode([case], (0, 0))
+    with pytest.raises(Stop):
+        forest.run_forest_episode([dict(case, max_tilt_rad=None)], (0, 0))
+    assert seen == [pytest.approx(math.radians(55.0)), pytest.approx(math.radians(45.0))]
+    for bad in ("95", "0", "nan"):
+        with pytest.raises(SystemExit):
+            forest.main(["--episodes", "1", "--max-tilt-deg", bad])

@@ -294,30 +294,3 @@ def test_jerk_feed_forward_rate_is_clamped():
     at_limit = torque(limit_jerk)
     for burst in (2.0 * limit_jerk, 1000.0, 3000.0):  # the bursts measured in EGO's 6 m/s flights
         np.testing.assert_allclose(torque(burst), at_limit, rtol=1e-9, atol=1e-12)
-
-
-@pytest.mark.parametrize("priority", [True, False])
-def test_a_descent_keeps_the_thrust_the_horizontal_demand_needs(priority):
-    """A dive cuts the thrust and so the horizontal authority: at a_z = -7 m/s^2 a 45 deg tilt
-    leaves (9.81 - 7) tan 45 = 2.8 m/s^2 across. With ControllerGains.horizontal_priority_descending
-    the descent gives way instead: the specific thrust is raised to what 6 m/s^2 across needs at
-    the tilt limit (a_z = 6 - 9.81), never above hover (12 m/s^2 across: a_z = 0, 9.81 across); a
-    climb, and a descent whose horizontal demand fits, are as without it."""
-    from dataclasses import replace
-
-    from planner_pkg.sim.controller import TranslationalController
-
-    ctrl = TranslationalController(replace(ControllerGains(), horizontal_priority_descending=priority))
-    g = 9.81
-    dive = ctrl.limit(np.array([6.0, 0.0, -7.0]))
-    hard = ctrl.limit(np.array([0.0, -12.0, -3.0]))
-    if priority:
-        np.testing.assert_allclose(dive, [6.0, 0.0, 6.0 - g], atol=1e-12)
-        np.testing.assert_allclose(hard, [0.0, -g, 0.0], atol=1e-12)
-    else:
-        np.testing.assert_allclose(dive, [g - 7.0, 0.0, -7.0], atol=1e-12)
-        np.testing.assert_allclose(hard, [0.0, -(g - 3.0), -3.0], atol=1e-12)
-    assert ctrl.saturated
-    np.testing.assert_allclose(ctrl.limit(np.array([2.0, 1.0, -5.0])), [2.0, 1.0, -5.0])  # fits: as asked
-    assert not ctrl.saturated
-    np.testing.assert_allclose(ctrl.limit(np.array([12.0, 0.0, 1.0])), [g + 1.0, 0.0, 1.0], atol=1e-12)  # a climb
