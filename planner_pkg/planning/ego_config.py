@@ -96,10 +96,9 @@ class EgoConfig(Config):
         ``replan_progress_m``) when the vehicle is farther than ``lag_replan_m`` from the
         reference, at most every ``lag_replan_period_s``; 0 = never. The replan starts where the
         vehicle is (``lag_resync_m``), which ends the controller's catch-up sprint early.
-    hold_at_reference_m: a hold (turning on the spot, plans from rest failing, the goal given
-        up) stays at one point until a trajectory is flown again: where the flown reference
-        stopped, when the vehicle is within this distance of it, else where the vehicle was when
-        the hold began, m; 0 = where the vehicle is, re-read every tick (no latch).
+    latch_hold: a hold (turning on the spot, plans from rest failing, the goal given up) stays at
+        the vehicle's position when it began until a trajectory is flown again; False: the
+        vehicle's position re-read every tick (the vehicle then drifts on with any speed left).
     max_consecutive_failures: give up the goal (WAIT_TARGET) after this many failed plans in a
         row (at rate_hz = 10: 4 s).
     retry_budget_s: after a failed plan, other initial guesses are tried in the same tick until
@@ -230,8 +229,8 @@ class EgoConfig(Config):
     lag_resync_m: float = positive(0.1)
     max_resync_s: float = positive(1.0)
     lag_replan_m: float = non_negative(0.2)
-    hold_at_reference_m: float = non_negative(0.5)
     lag_replan_period_s: float = non_negative(0.2)
+    latch_hold: bool = True
     max_consecutive_failures: int = setting(40, range=(1, math.inf))
     retry_budget_s: float = positive(0.05)
     replan_iterations: int = setting(50, range=(1, math.inf))

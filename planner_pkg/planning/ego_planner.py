@@ -56,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 _MAX_STEPS = 4  # FSM steps per update(): e.g. EXEC_TRAJ -> REPLAN_TRAJ -> EMERGENCY_STOP
 _LOOK_RAD = 0.2  # a plan refused for unobserved space turns the camera toward it when this far off, rad
-_HOLD_REFERENCE_SPEED_MPS = 0.5  # a hold latches the flown reference's point only below this speed of it, m/s
 
 
 @dataclass
@@ -124,7 +123,6 @@ class EgoPlanner:
         self._turn_since = -math.inf  # when a turn-on-the-spot before a new plan began, s
         self._turn_heading = None  # (heading rad, plan time s) of the turn on the spot under way
         self._unobserved: Optional[BsplineTrajectory] = None  # the last plan refused for unobserved space
-        self._flown = None  # the last trajectory handed to the caller (what the vehicle tracks)
         self._hold_point: Optional[np.ndarray] = None  # the latched hold position, m (None: not holding)
         u = config.unknown_space
         self._stop_limit = StopLimit.from_config(u, config.max_acc_mps2, config.map.inflation_m,
@@ -166,7 +164,6 @@ class EgoPlanner:
         self._collision_time = None
         self._turn_since = -math.inf
         self._turn_heading = None
-        self._flown = None
         self._hold_point = None
         self._rng = np.random.default_rng(self.config.seed)
         self.fsm = ReplanFSM()
@@ -203,29 +200,19 @@ class EgoPlanner:
             if done:
                 break
         if out is not None and not isinstance(out, Setpoint):
-            self._flown, self._hold_point = out, None  # a trajectory to fly: any hold is over
+            self._hold_point = None  # a trajectory to fly: any hold is over
         return out
 
     def _hold(self, state: VehicleState, yaw: float) -> Setpoint:
-        """Hold position: at the point latched when this hold began (a plan from rest or a turn on
-        the spot can last seconds, and a hold re-read from the vehicle's position every tick
-        never pulls it back, so the speed it had left drifted it on: measured 0.1-0.2 m toward
-        a trunk after an emergency stop). The point latched is where the flown reference is
-        when the hold begins, if that reference has (nearly) stopped there and the vehicle is
-        within ``hold_at_reference_m`` of it (the stop the planner checked, not where the
-        vehicle overshot it), else the vehicle's position. ``hold_at_reference_m`` 0: the
-        vehicle's position on every tick (no latch)."""
-        reach = self.config.hold_at_reference_m
-        if reach <= 0.0:
+        """Hold position at the point latched when this hold began, until a trajectory is flown
+        again (``EgoConfig.latch_hold``; False: where the vehicle is, re-read every tick). A turn on
+        the spot or a run of plans from rest can last seconds, and a hold that follows the vehicle
+        never pulls it back: the speed it had left after an emergency stop drifted it 0.19 m on
+        toward a trunk (0.22 -> 0.08 m, benchmarks/forest.py seed 73 at 4 m/s)."""
+        if not self.config.latch_hold:
             return Setpoint.hold(state.position, yaw)
         if self._hold_point is None:
-            point = state.position.copy()
-            if self._flown is not None:
-                p_ref, v_ref = self._flown.state(state.t)[:2]
-                if (float(np.linalg.norm(v_ref)) <= _HOLD_REFERENCE_SPEED_MPS
-                        and float(np.linalg.norm(p_ref - state.position)) <= reach):
-                    point = np.array(p_ref, dtype=np.float64)
-            self._hold_point = point
+            self._hold_point = state.position.copy()
         return Setpoint.hold(self._hold_point, yaw)
 
     # -- sensing ---------------------------------------------------------------------------------
