@@ -36,8 +36,8 @@ def speed_scaled_max_acc(max_vel_mps: float) -> float:
     7 m/s^2, 2 collisions, 6-13 % and 0.15-0.20 m (6 m/s^2: no collision, but 3 flights gave the
     goal up and the mean speed fell 7 %).
     Even at 7 m/s^2 the swerves at 6 m/s ride the 45 deg limit (the plan's 7 plus 1-2 m/s^2 of rotor
-    drag plus the feedback): with a 55 deg limit (``benchmarks/forest.py --max-tilt-deg 55``) 1 of
-    200 flights passed under 0.1 m beyond the radius against 9 (stop 41).
+    drag plus the feedback): with a 55 deg limit (``benchmarks/forest.py --max-tilt-deg 55``) 3 of
+    200 flights passed under 0.1 m beyond the radius against 7, no collision against 1 (stop 41).
     """
     v = float(max_vel_mps)
     if not (math.isfinite(v) and v > 0):
