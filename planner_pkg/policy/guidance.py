@@ -18,8 +18,9 @@ to its moves, so the guide does not follow the path cell by cell: it aims at the
 straight line ahead (``lookahead_m``, or to the goal) stays out of every clearance band, and
 otherwise at the farthest point of the cheapest path within ``lookahead_m`` that it can see along a
 line keeping a quarter of the band (string pulling), e.g. the edge of the way round a group of
-trunks. In open space it is exactly the straight-line target. Where the vehicle's cell does not reach the goal (inside an obstacle's
-footprint, an enclosed pocket) there is no guide, and the caller keeps the straight line.
+trunks. In open space it is exactly the straight-line target. Where the vehicle's cell does not
+reach the goal (inside an obstacle's footprint, an enclosed pocket) there is no guide, and the
+caller keeps the straight line.
 
 Only the training loss uses this (``rollout.run_rollout``); it is not differentiated (a target).
 """
@@ -69,8 +70,8 @@ class GuidanceGrid:
 def _cell_cost(world, xs, ys, cell_m: float, z_range, vehicle_radius_m: float, clearance_m: float, cost: float):
     """(nx, ny) cost multiplier per cell (inf where blocked, 1 + cost x ramp in the clearance band,
     1 elsewhere) and (nx, ny) distance of each cell's centre to the nearest obstacle over the flight
-    band (inf where no obstacle's footprint is within the band's reach). Distances are evaluated only near each obstacle's footprint (its xy
-    bounding disc)."""
+    band (inf where no obstacle's footprint is within the band's reach). Distances are evaluated
+    only near each obstacle's footprint (its xy bounding disc)."""
     nx, ny = xs.size, ys.size
     reach = vehicle_radius_m + clearance_m
     nearest = np.full((nx, ny), np.inf)
