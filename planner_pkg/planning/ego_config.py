@@ -74,6 +74,21 @@ class EgoConfig(Config):
         173 at 4 m/s stops inside a trunk's inflation and times out): over the 400 flights a
         wash, kept as the physically right start. 9 m/s^2 (what a 45 deg tilt can do) instead of
         2 max_acc: the same outcomes.
+    emergency_ramp_s: an emergency stop starts at the acceleration the vehicle was commanded (the
+        reference's) and turns it to the braking linearly over this time, s (0 = brakes at once,
+        the default). A quadrotor changes its acceleration by tilting, and one accelerating
+        forward pitches back before it brakes: traced in the forest at 6 m/s (seeds 100, 142,
+        61, 164), the vehicle ended 0.35-1.28 m past the instant stop's reference, the closest
+        calls of those flights (two collisions), where the stop that turns over 0.1 s is flown
+        within 0.03-0.12 m. Over 400 flights (seeds 0-199 at 4 and 6 m/s, stop 42,
+        ``benchmarks/forest.py --time-scale 1000 --ego-variant r emergency_ramp_s=0.1``) a wash:
+        398 reached against 397, no collision against 2, 8 flights under 0.1 m beyond the
+        radius against 7; with ``emergency_decel_mps2`` 11 (about what a 45 deg tilt brakes at
+        with the rotor drag) 397, 2 collisions, 7 under; over 0.15 s 396, 0, 8. The stops that
+        matter start 0.18-0.67 s before the collision, too late for any stop; what the ramp
+        changes is which steered stop is judged best, flight by flight, so the default stays 0.
+        Set it to the airframe's time to turn its acceleration (the simulated one took 0.15-0.3
+        s from full forward acceleration to full braking) where its attitude loop is slower.
     emergency_steer_deg: an emergency stop may turn its deceleration this far sideways, deg, to
         either side (each angle is a candidate; empty = brake straight along the velocity): it
         stops 1 / cos farther along but up to a metre aside (planning/emergency.py). A steered
@@ -223,6 +238,7 @@ class EgoConfig(Config):
     emergency_time_s: float = positive(1.0)
     safety_horizon_s: float = positive(2.0)
     emergency_decel_mps2: Optional[float] = positive(None)
+    emergency_ramp_s: float = non_negative(0.0)
     emergency_steer_deg: Tuple[float, ...] = setting((25.0, 45.0), range=(0.0, 75.0))
     emergency_steer_gain_m: float = non_negative(0.05)
     goal_search_radius_m: float = non_negative(1.0)

@@ -620,12 +620,15 @@ class EgoPlanner:
             # stop planned from the reference then ends short of where the vehicle can stop
             yaw = self._start_state(state, use_reference=True)[3]
             p, v = state.position.copy(), state.velocity.copy()
+            # the acceleration the vehicle flies now: the one it was commanded (the reference's)
+            a0 = self.trajectory.state(t)[2] if self.trajectory is not None else np.zeros(3)
             decel = c.emergency_decel_mps2 or 2.0 * c.max_acc_mps2
             self.trajectory, choice = choose_emergency_stop(
                 self.map, self._history, p, v, t, decel, yaw, [math.radians(a) for a in c.emergency_steer_deg],
                 c.emergency_steer_gain_m, c.unknown_space.start_radius_m,
                 accept=None if self.swarm is None else (lambda stop: self.swarm.collision_time(stop, t, stop.duration)
-                                                        is None), blind_below_m=c.map.inflation_m)
+                                                        is None), blind_below_m=c.map.inflation_m,
+                acceleration=a0 if np.isfinite(a0).all() else None, ramp_s=c.emergency_ramp_s)
             self.stats.emergency_stops += 1
             self.stats.emergency_steered += choice.steer_rad != 0.0
             self._event(t, f"emergency stop: collision {hit - t:.2f} s ahead and replanning failed ({out.message}); "

@@ -69,7 +69,8 @@ def choose_emergency_stop(grid_map, history, position, velocity, t_start: float,
                           yaw: float = math.nan, steer_angles_rad: Sequence[float] = (),
                           min_gain_m: float = 0.05, start_radius_m: float = 0.5, step_s: float = 0.02,
                           accept: Optional[Callable[[BrakingTrajectory], bool]] = None,
-                          blind_below_m: float = 0.0) -> Tuple[BrakingTrajectory, EmergencyChoice]:
+                          blind_below_m: float = 0.0, acceleration=None,
+                          ramp_s: float = 0.0) -> Tuple[BrakingTrajectory, EmergencyChoice]:
     """The emergency stop from ``position``/``velocity`` (3,) at ``t_start`` (see the module
     docstring). ``steer_angles_rad``: the steer angles tried to either side (positive; empty =
     straight braking only); ``start_radius_m``: never-observed space this close to ``position``
@@ -77,12 +78,15 @@ def choose_emergency_stop(grid_map, history, position, velocity, t_start: float,
     further test a steered stop must pass (None: none), e.g. the other drones' broadcasts;
     ``blind_below_m``: when braking straight comes closer than this to an occupied voxel centre
     (the vehicle would touch it) and no observed steered stop does better, the best steered stop
-    through never-observed space is taken (0: never)."""
-    straight = BrakingTrajectory(position, velocity, t_start, decel_mps2, yaw)
+    through never-observed space is taken (0: never). ``acceleration`` (3,) and ``ramp_s``:
+    the vehicle's acceleration now and how long it takes to turn it; every candidate then starts
+    with that ramp to its own braking (:class:`BrakingTrajectory`; 0: none)."""
+    ramp = dict(acceleration=acceleration, ramp_s=ramp_s)
+    straight = BrakingTrajectory(position, velocity, t_start, decel_mps2, yaw, **ramp)
     angles = [float(a) for a in steer_angles_rad if a > 0.0]
     if not angles or straight.side @ straight.side == 0.0:
         return straight, EmergencyChoice(0.0, math.inf, math.inf, 0, 0)
-    steered = [BrakingTrajectory(position, velocity, t_start, decel_mps2, yaw, steer_rad=sign * a)
+    steered = [BrakingTrajectory(position, velocity, t_start, decel_mps2, yaw, steer_rad=sign * a, **ramp)
                for a in sorted(angles) for sign in (1.0, -1.0)]
     paths = [_path(stop, step_s) for stop in [straight] + steered]
     every = np.vstack(paths)

@@ -179,10 +179,40 @@ class BrakingTrajectory:
     decel)``, the straight stop) and ``D (tan th / cos th + tan^2 th)`` aside: at 5 m/s and 10
     m/s^2, steering 30 deg stops 1.44 m along (1.25 straight) and 1.25 m aside. The acceleration
     never exceeds ``decel_mps2``; its direction jumps once, at ``T1``.
+
+    With ``ramp_s`` > 0 and the ``acceleration`` the vehicle flies at ``t_start``, the stop is
+    one the vehicle can follow: the acceleration first turns from that one to the first phase's
+    linearly over ``ramp_s`` (a quadrotor changes its acceleration by tilting: one accelerating
+    forward pitches back before it brakes, in about the same time whatever the change, as its
+    attitude loop is linear up to the tilt limit), then the two phases follow from where the ramp
+    left the vehicle (their directions from its velocity there). If the speed along ``v0`` is gone
+    within the ramp, the ramp ends there. 0 (or no acceleration): the braking starts at once.
     """
 
     def __init__(self, position, velocity, t_start: float, decel_mps2: float, yaw: float = math.nan,
-                 steer_rad: float = 0.0):
+                 steer_rad: float = 0.0, acceleration=None, ramp_s: float = 0.0):
+        if not (math.isfinite(ramp_s) and ramp_s >= 0):
+            raise ValueError(f"the braking ramp must be finite and >= 0 s, got {ramp_s!r}")
+        self._ramp = None  # (T, a0, jerk vector, the braking after the ramp) when there is one
+        if ramp_s > 0 and acceleration is not None:
+            a0 = np.asarray(acceleration, dtype=np.float64).reshape(3)
+            if not np.isfinite(a0).all():
+                raise ValueError("BrakingTrajectory needs a finite acceleration")
+            first = BrakingTrajectory(position, velocity, t_start, decel_mps2, yaw, steer_rad)
+            ramp = float(ramp_s)
+            if first.speed > 1e-9:
+                j = (first._a1 - a0) / ramp
+                p0 = np.asarray(position, dtype=np.float64)
+                v0 = np.asarray(velocity, dtype=np.float64)
+                d = first.direction
+                # the speed along v0 over the ramp: s + (a0.d) tau + (j.d) tau^2 / 2; ends at its first zero
+                roots = np.roots([0.5 * float(j @ d), float(a0 @ d), first.speed])
+                roots = [float(r.real) for r in roots if abs(r.imag) < 1e-12 and 1e-9 < r.real < ramp]
+                ramp = min(roots, default=ramp)
+                p1 = p0 + v0 * ramp + 0.5 * a0 * ramp ** 2 + j * ramp ** 3 / 6.0
+                v1 = v0 + a0 * ramp + 0.5 * j * ramp ** 2
+                rest = BrakingTrajectory(p1, v1, t_start + ramp, decel_mps2, yaw, steer_rad)
+                self._ramp = (ramp, a0, j, rest)
         if not (math.isfinite(decel_mps2) and decel_mps2 > 0):
             raise ValueError(f"braking deceleration must be positive, got {decel_mps2!r}")
         if not (math.isfinite(steer_rad) and abs(steer_rad) < math.radians(80.0)):
@@ -213,12 +243,24 @@ class BrakingTrajectory:
         self._v1 = lateral * self.side
         self.duration = self._t1 + self._t2
         self.stop_position = self._p1 + self._v1 * self._t2 + 0.5 * self._a2 * self._t2 ** 2
+        self.ramp_s = 0.0
+        if self._ramp is not None:
+            self.ramp_s = self._ramp[0]
+            self.duration = self.ramp_s + self._ramp[3].duration
+            self.stop_position = self._ramp[3].stop_position
 
     @property
     def t_end(self) -> float:
         return self.t_start + self.duration
 
     def state(self, t: float):
+        if self._ramp is not None:
+            ramp, a0, j, rest = self._ramp
+            tau = max(float(t) - self.t_start, 0.0)
+            if tau >= ramp:
+                return rest.state(t)
+            return (self.p0 + self.v0 * tau + 0.5 * a0 * tau * tau + j * (tau ** 3 / 6.0),
+                    self.v0 + a0 * tau + 0.5 * j * tau * tau, a0 + j * tau)
         tau = min(max(float(t) - self.t_start, 0.0), self.duration)
         if tau < self._t1:
             return self.p0 + self.v0 * tau + 0.5 * self._a1 * tau * tau, self.v0 + self._a1 * tau, self._a1.copy()
@@ -232,9 +274,10 @@ class BrakingTrajectory:
         return np.array([self.state(tt)[0] for tt in np.atleast_1d(np.asarray(t, dtype=np.float64))]).reshape(-1, 3)
 
     def sample(self, t: float) -> Setpoint:
-        """Reference at absolute time ``t`` s; its jerk is zero (constant acceleration in each
-        phase, then rest)."""
+        """Reference at absolute time ``t`` s; its jerk is the ramp's during the ramp, else zero
+        (constant acceleration in each phase, then rest)."""
         if not math.isfinite(t):
             raise ValueError(f"cannot sample a trajectory at t = {t!r}")
         p, v, a = self.state(t)
-        return Setpoint(p, v, a, yaw=self.yaw, jerk=np.zeros(3))
+        ramping = self._ramp is not None and float(t) - self.t_start < self.ramp_s
+        return Setpoint(p, v, a, yaw=self.yaw, jerk=self._ramp[2].copy() if ramping else np.zeros(3))

@@ -161,3 +161,35 @@ def test_the_emergency_stop_starts_where_the_vehicle_is_not_where_the_reference_
     _, stop = planner._replan(state)
     np.testing.assert_array_equal(stop.p0, EYE)
     np.testing.assert_array_equal(stop.v0, V0)
+
+
+@pytest.mark.parametrize("ramp", [0.0, 0.1])
+def test_the_emergency_stop_turns_from_the_acceleration_the_vehicle_was_flying(ramp):
+    """With ``emergency_ramp_s`` the stop starts at the acceleration the vehicle was commanded
+    (the reference's) and turns to the braking over that time: a vehicle accelerating forward
+    stops farther along than one that brakes at once (traced in the forest at 6 m/s: the vehicle
+    ended 0.35-1.28 m past the instant stop's reference)."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    class Accelerating:  # the committed reference: accelerating forward at 5 m/s^2 at t = 4 s
+        def state(self, t):
+            return EYE.copy(), V0.copy(), np.array([5.0, 0.0, 0.0])
+
+    planner = EgoPlanner(EgoConfig(map=GridMapConfig(size_m=(16.0, 16.0, 3.0)), emergency_steer_deg=(),
+                                   emergency_decel_mps2=DECEL, emergency_ramp_s=ramp))
+    planner.reset(EYE, np.array([10.0, 0.0, 1.0]))
+    planner.manager.plan = lambda *args, **kwargs: PlanOutcome(None, "failed on purpose")
+    planner.trajectory = Accelerating()
+    planner._collision_time = 4.3
+    _, stop = planner._replan(VehicleState(4.0, EYE, V0, [0, 0, 0, 1], np.zeros(3)))
+    instant = BrakingTrajectory(EYE, V0, 4.0, DECEL)
+    if ramp == 0.0:
+        np.testing.assert_allclose(stop.state(4.0)[2], [-DECEL, 0.0, 0.0])
+        np.testing.assert_allclose(stop.stop_position, instant.stop_position)
+    else:
+        np.testing.assert_allclose(stop.state(4.0)[2], [5.0, 0.0, 0.0])
+        assert stop.ramp_s == ramp
+        # over 0.1 s from +5 to -10 m/s^2 (jerk -150): 5 (0.1) + 5 (0.1)^2 / 2 - 150 (0.1)^3 / 6 = 0.5 m
+        # flown, 4.75 m/s left, then 4.75^2 / (2 x 10) m of braking: 1.628 m against 1.25
+        assert stop.stop_position[0] == pytest.approx(0.5 + 4.75 ** 2 / 20.0)
+        assert instant.stop_position[0] == pytest.approx(1.25)

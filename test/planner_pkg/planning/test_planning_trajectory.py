@@ -137,3 +137,83 @@ def test_a_steered_emergency_stop_brakes_as_hard_and_ends_at_rest_aside(steer_de
         BrakingTrajectory([0, 0, 1], [1, 0, 0], 0.0, decel_mps2=5.0, steer_rad=math.radians(85.0))
     # straight up or down there is no horizontal side: braking straight whatever the angle
     assert BrakingTrajectory([0, 0, 1], [0, 0, 2.0], 0.0, decel_mps2=5.0, steer_rad=0.5).steer_rad == 0.0
+
+
+def _integrate_ramped_stop(p0, v0, a0, a1, ramp_s, h=1e-5):
+    """Independent truth for a ramped stop: explicit integration of the acceleration turning from
+    ``a0`` to ``a1`` linearly over ``ramp_s``, then held at ``a1`` until the speed along v0 is
+    gone. Returns (the state where the ramp ends: (t, p, v) or None if the speed went first,
+    position and time at rest)."""
+    p, v, a = (np.array(x, dtype=np.float64) for x in (p0, v0, a0))
+    d = v / np.linalg.norm(v)
+    step = (np.asarray(a1) - a) / ramp_s * h
+    t, ramp = 0.0, None
+    while v @ d > 0.0:
+        if ramp is None and t + 0.5 * h >= ramp_s:
+            a, ramp = np.asarray(a1, dtype=np.float64), (t, p.copy(), v.copy())
+        elif ramp is None:
+            a = a + step
+        v = v + a * h
+        p = p + v * h
+        t += h
+    return ramp, p, t
+
+
+@pytest.mark.parametrize("a0", [[5.0, 0.0, 0.0], [2.0, -3.0, 1.0], [-4.0, 0.0, 0.0]])
+def test_a_ramped_emergency_stop_is_the_turning_acceleration_integrated(a0):
+    """With the vehicle's acceleration and a ramp time, the braking first turns the acceleration
+    over that time (a quadrotor accelerating forward pitches back first): the state where the ramp
+    ends against an explicit integration, then the braking of before from there (along the
+    velocity; the integration's held acceleration is the same when the ramp leaves no speed
+    across), the velocity the derivative of the position and the jerk the one sampled."""
+    v0, decel, ramp_s = np.array([4.0, 0.0, 0.0]), 11.0, 0.15
+    brake = BrakingTrajectory([0.0, 0.0, 1.0], v0, t_start=2.0, decel_mps2=decel, yaw=0.1,
+                              acceleration=a0, ramp_s=ramp_s)
+    a1 = np.array([-decel, 0.0, 0.0])
+    assert brake.ramp_s == ramp_s
+    (ramp_t, ramp_p, ramp_v), stop, t_stop = _integrate_ramped_stop([0.0, 0.0, 1.0], v0, a0, a1, ramp_s)
+    assert ramp_t == pytest.approx(ramp_s, abs=1e-4)
+    p, v, _ = brake.state(2.0 + ramp_s)
+    np.testing.assert_allclose(p, ramp_p, atol=1e-3)
+    np.testing.assert_allclose(v, ramp_v, atol=1e-3)
+    after = BrakingTrajectory(p, v, 2.0 + ramp_s, decel)
+    np.testing.assert_allclose(brake.stop_position, after.stop_position, atol=1e-12)
+    assert brake.t_end == pytest.approx(after.t_end)
+    if np.allclose(a0[1:], 0.0):
+        np.testing.assert_allclose(brake.stop_position, stop, atol=2e-3)
+        assert brake.duration == pytest.approx(t_stop, abs=1e-3)
+    plain = BrakingTrajectory([0.0, 0.0, 1.0], v0, t_start=2.0, decel_mps2=decel)
+    assert brake.stop_position[0] > plain.stop_position[0]  # braking later stops farther
+    np.testing.assert_allclose(brake.state(2.0)[2], a0)
+    np.testing.assert_allclose(brake.sample(2.0 + 0.5 * ramp_s).jerk, (a1 - a0) / ramp_s, atol=1e-9)
+    np.testing.assert_array_equal(brake.sample(2.0 + 1.5 * ramp_s).jerk, np.zeros(3))
+    h = 1e-6
+    for t in np.linspace(2.0 + 1e-3, brake.t_end - 1e-3, 60):
+        p, vel, acc = brake.state(t)
+        np.testing.assert_allclose((brake.state(t + h)[0] - brake.state(t - h)[0]) / (2 * h), vel, atol=1e-5)
+        np.testing.assert_allclose((brake.state(t + h)[1] - brake.state(t - h)[1]) / (2 * h), acc, atol=1e-4)
+    end = brake.sample(brake.t_end + 0.5)
+    np.testing.assert_allclose(end.velocity, 0.0, atol=1e-9)
+    np.testing.assert_allclose(end.position, brake.stop_position)
+
+
+def test_a_ramp_that_takes_the_speed_away_ends_there_and_never_backs_up():
+    """Slow: the speed along v0 is gone within the ramp, so the ramp ends there and nothing is
+    left to brake; no motion back along v0."""
+    v0 = np.array([0.3, 0.0, 0.0])
+    brake = BrakingTrajectory([0.0, 0.0, 1.0], v0, 0.0, decel_mps2=11.0, acceleration=[0.0, 0.0, 0.0], ramp_s=0.22)
+    # the acceleration -50 t: the speed 0.3 - 25 t^2 is gone at t = sqrt(0.012), before 0.22 s
+    assert brake.ramp_s == pytest.approx(math.sqrt(0.3 / 25.0)) and brake.ramp_s < 0.22
+    ts = np.linspace(0.0, brake.t_end, 400)
+    along = np.array([brake.state(t)[1] @ [1.0, 0.0, 0.0] for t in ts])
+    assert along.min() >= -1e-9
+    np.testing.assert_allclose(brake.sample(brake.t_end).velocity, 0.0, atol=1e-9)
+    with pytest.raises(ValueError, match="ramp"):
+        BrakingTrajectory([0, 0, 1], v0, 0.0, decel_mps2=5.0, acceleration=[0, 0, 0], ramp_s=-0.1)
+    with pytest.raises(ValueError, match="acceleration"):
+        BrakingTrajectory([0, 0, 1], v0, 0.0, decel_mps2=5.0, acceleration=[math.nan, 0, 0], ramp_s=0.1)
+    # no ramp: the stop of before, whatever the acceleration
+    a = BrakingTrajectory([0, 0, 1], [4.0, 0, 0], 0.0, 11.0, acceleration=[5.0, 0, 0], ramp_s=0.0)
+    b = BrakingTrajectory([0, 0, 1], [4.0, 0, 0], 0.0, 11.0)
+    np.testing.assert_array_equal(a.stop_position, b.stop_position)
+    assert a.ramp_s == 0.0
