@@ -75,7 +75,7 @@ class EgoConfig(Config):
         wash, kept as the physically right start. 9 m/s^2 (what a 45 deg tilt can do) instead of
         2 max_acc: the same outcomes.
     emergency_ramp_s: an emergency stop starts at the acceleration the vehicle was commanded (the
-        reference's) and turns it to the braking linearly over this time, s (0 = brakes at once,
+        reference's) and turns it to the braking linearly over this time, s (0-1; 0 = brakes at once,
         the default). A quadrotor changes its acceleration by tilting, and one accelerating
         forward pitches back before it brakes: traced in the forest at 6 m/s (seeds 100, 142,
         61, 164), the vehicle ended 0.35-1.28 m past the instant stop's reference, the closest
@@ -238,7 +238,7 @@ class EgoConfig(Config):
     emergency_time_s: float = positive(1.0)
     safety_horizon_s: float = positive(2.0)
     emergency_decel_mps2: Optional[float] = positive(None)
-    emergency_ramp_s: float = non_negative(0.0)
+    emergency_ramp_s: float = setting(0.0, range=(0.0, 1.0))
     emergency_steer_deg: Tuple[float, ...] = setting((25.0, 45.0), range=(0.0, 75.0))
     emergency_steer_gain_m: float = non_negative(0.05)
     goal_search_radius_m: float = non_negative(1.0)

@@ -223,6 +223,7 @@ def test_empty_and_nan_frames_and_bad_states_do_not_crash():
     (dict(planning_horizon_m=-1.0), "planning_horizon_m"),
     (dict(rate_hz=0.0), "rate_hz"),
     (dict(emergency_decel_mps2=-1.0), "emergency_decel_mps2"),
+    (dict(emergency_ramp_s=2.0), "emergency_ramp_s"),
     (dict(max_consecutive_failures=0), "max_consecutive_failures"),
     (dict(retry_offset_m=(2.0, 1.0)), "retry_offset_m"),
     (dict(max_vel_mps=math.inf), "max_vel_mps"),
