@@ -78,14 +78,14 @@ class EgoConfig(Config):
         reference's) and turns it to the braking linearly over this time, s (0-1; 0 = brakes at once,
         the default). A quadrotor changes its acceleration by tilting, and one accelerating
         forward pitches back before it brakes: traced in the forest at 6 m/s (seeds 100, 142,
-        61, 164), the vehicle ended 0.35-1.28 m past the instant stop's reference, the closest
-        calls of those flights (two collisions), where the stop that turns over 0.1 s is flown
-        within 0.03-0.12 m. Over 400 flights (seeds 0-199 at 4 and 6 m/s, stop 42,
+        61, 164), the vehicle flew 0.54-1.28 m off the instant stop's reference, the closest
+        calls of those flights (two collisions); with a 0.1 s ramp 0.34-0.48 m (100 and 142 then
+        reach the goal with 0.26 / 0.18 m, 61 passes at 0.11 m, 164 times out). Over 400 flights (seeds 0-199 at 4 and 6 m/s, stop 42,
         ``benchmarks/forest.py --time-scale 1000 --ego-variant r emergency_ramp_s=0.1``) a wash:
         398 reached against 397, no collision against 2, 8 flights under 0.1 m beyond the
         radius against 7; with ``emergency_decel_mps2`` 11 (about what a 45 deg tilt brakes at
         with the rotor drag) 397, 2 collisions, 7 under; over 0.15 s 396, 0, 8. The stops that
-        matter start 0.18-0.67 s before the collision, too late for any stop; what the ramp
+        matter start 0.18-0.98 s before the collision, too late for any stop; what the ramp
         changes is which steered stop is judged best, flight by flight, so the default stays 0.
         Set it to the airframe's time to turn its acceleration (the simulated one took 0.15-0.3
         s from full forward acceleration to full braking) where its attitude loop is slower.
