@@ -84,7 +84,7 @@ class EgoConfig(Config):
         ``benchmarks/forest.py --time-scale 1000 --ego-variant r emergency_ramp_s=0.1``) a wash:
         398 reached against 397, no collision against 2, 8 flights under 0.1 m beyond the
         radius against 7; with ``emergency_decel_mps2`` 11 (about what a 45 deg tilt brakes at
-        with the rotor drag) 397, 2 collisions, 8 under; over 0.15 s 396, 0, 8. Seeds 200-399:
+        with the rotor drag) 397, 2 collisions, 8 under; over 0.15 s 396, 0, 8. 0.1 s on seeds 200-399:
         396 reached against 395, 3 collisions against 4, 13 under against 13. The stops that
         matter start 0.18-0.98 s before the collision, too late for any stop; what the ramp
         changes is which steered stop is judged best, flight by flight, so the default stays 0.
