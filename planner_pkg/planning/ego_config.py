@@ -76,20 +76,20 @@ class EgoConfig(Config):
         2 max_acc: the same outcomes.
     emergency_ramp_s: an emergency stop starts at the acceleration the vehicle was commanded (the
         reference's) and turns it to the braking linearly over this time, s (0-1; 0 = brakes at once,
-        the default). A quadrotor changes its acceleration by tilting, and one accelerating
-        forward pitches back before it brakes: traced in the forest at 6 m/s (seeds 100, 142,
-        61, 164), the vehicle flew 0.54-1.28 m off the instant stop's reference, the closest
-        calls of those flights (two collisions); with a 0.1 s ramp 0.34-0.48 m (100 and 142 then
-        reach the goal with 0.26 / 0.18 m, 61 passes at 0.11 m, 164 times out). Over 400 flights (seeds 0-199 at 4 and 6 m/s, stop 42,
-        ``benchmarks/forest.py --time-scale 1000 --ego-variant r emergency_ramp_s=0.1``) a wash:
-        398 reached against 397, no collision against 2, 8 flights under 0.1 m beyond the
-        radius against 7; with ``emergency_decel_mps2`` 11 (about what a 45 deg tilt brakes at
-        with the rotor drag) 397, 2 collisions, 8 under; over 0.15 s 396, 0, 8. 0.1 s on seeds 200-399:
-        396 reached against 395, 3 collisions against 4, 13 under against 13. The stops that
-        matter start 0.18-0.98 s before the collision, too late for any stop; what the ramp
-        changes is which steered stop is judged best, flight by flight, so the default stays 0.
-        Set it to the airframe's time to turn its acceleration (the simulated one took 0.15-0.3
-        s from full forward acceleration to full braking) where its attitude loop is slower.
+        the default). A quadrotor changes its acceleration by tilting, and one accelerating forward
+        pitches back before it brakes: traced in the forest at 6 m/s (seeds 100, 142, 61, 164), the
+        vehicle flew 0.54-1.28 m off the instant stop's reference, the closest calls of those flights
+        (two collisions); with a 0.1 s ramp 0.34-0.48 m (100 and 142 then reach the goal with 0.26 /
+        0.18 m, 61 passes at 0.11 m, 164 times out). Over 400 flights (seeds 0-199 at 4 and 6 m/s, stop
+        42, ``benchmarks/forest.py --time-scale 1000 --ego-variant r emergency_ramp_s=0.1``) a wash: 398
+        reached against 397, no collision against 2, 8 flights under 0.1 m beyond the radius against 7;
+        with ``emergency_decel_mps2`` 11 (about what a 45 deg tilt brakes at with the rotor drag) 397, 2
+        collisions, 8 under; over 0.15 s 396, 0, 8. 0.1 s on seeds 200-399: 396 reached against 395, 3
+        collisions against 4, 13 under against 13. The stops that matter start 0.18-0.98 s before the
+        collision, too late for any stop; what the ramp changes is which steered stop is judged best,
+        flight by flight, so the default stays 0. Set it to the airframe's time to turn its acceleration
+        (the simulated one took 0.15-0.3 s from full forward acceleration to full braking) where its
+        attitude loop is slower.
     emergency_steer_deg: an emergency stop may turn its deceleration this far sideways, deg, to
         either side (each angle is a candidate; empty = brake straight along the velocity): it
         stops 1 / cos farther along but up to a metre aside (planning/emergency.py). A steered

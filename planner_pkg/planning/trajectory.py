@@ -191,28 +191,6 @@ class BrakingTrajectory:
 
     def __init__(self, position, velocity, t_start: float, decel_mps2: float, yaw: float = math.nan,
                  steer_rad: float = 0.0, acceleration=None, ramp_s: float = 0.0):
-        if not (math.isfinite(ramp_s) and ramp_s >= 0):
-            raise ValueError(f"the braking ramp must be finite and >= 0 s, got {ramp_s!r}")
-        self._ramp = None  # (T, a0, jerk vector, the braking after the ramp) when there is one
-        if ramp_s > 0 and acceleration is not None:
-            a0 = np.asarray(acceleration, dtype=np.float64).reshape(3)
-            if not np.isfinite(a0).all():
-                raise ValueError("BrakingTrajectory needs a finite acceleration")
-            first = BrakingTrajectory(position, velocity, t_start, decel_mps2, yaw, steer_rad)
-            ramp = float(ramp_s)
-            if first.speed > 1e-9:
-                j = (first._a1 - a0) / ramp
-                p0 = np.asarray(position, dtype=np.float64)
-                v0 = np.asarray(velocity, dtype=np.float64)
-                d = first.direction
-                # the speed along v0 over the ramp: s + (a0.d) tau + (j.d) tau^2 / 2; ends at its first zero
-                roots = np.roots([0.5 * float(j @ d), float(a0 @ d), first.speed])
-                roots = [float(r.real) for r in roots if abs(r.imag) < 1e-12 and 1e-9 < r.real < ramp]
-                ramp = min(roots, default=ramp)
-                p1 = p0 + v0 * ramp + 0.5 * a0 * ramp ** 2 + j * ramp ** 3 / 6.0
-                v1 = v0 + a0 * ramp + 0.5 * j * ramp ** 2
-                rest = BrakingTrajectory(p1, v1, t_start + ramp, decel_mps2, yaw, steer_rad)
-                self._ramp = (ramp, a0, j, rest)
         if not (math.isfinite(decel_mps2) and decel_mps2 > 0):
             raise ValueError(f"braking deceleration must be positive, got {decel_mps2!r}")
         if not (math.isfinite(steer_rad) and abs(steer_rad) < math.radians(80.0)):
@@ -228,6 +206,7 @@ class BrakingTrajectory:
         self.decel = float(decel_mps2)
         self.yaw = yaw
         horizontal = float(np.hypot(self.direction[0], self.direction[1]))
+        requested_steer = float(steer_rad)  # (the braking after a ramp judges its own motion)
         if horizontal < 1e-6:
             steer_rad = 0.0  # no horizontal motion: nothing to steer across
         self.steer_rad = float(steer_rad)
@@ -244,10 +223,27 @@ class BrakingTrajectory:
         self.duration = self._t1 + self._t2
         self.stop_position = self._p1 + self._v1 * self._t2 + 0.5 * self._a2 * self._t2 ** 2
         self.ramp_s = 0.0
-        if self._ramp is not None:
-            self.ramp_s = self._ramp[0]
-            self.duration = self.ramp_s + self._ramp[3].duration
-            self.stop_position = self._ramp[3].stop_position
+        self._ramp = None  # (T, a0, jerk vector, the braking after the ramp) when there is one
+        if not (math.isfinite(ramp_s) and ramp_s >= 0):
+            raise ValueError(f"the braking ramp must be finite and >= 0 s, got {ramp_s!r}")
+        if ramp_s > 0 and acceleration is not None:
+            a0 = np.asarray(acceleration, dtype=np.float64).reshape(3)
+            if not np.isfinite(a0).all():
+                raise ValueError("BrakingTrajectory needs a finite acceleration")
+            if speed > 1e-9:
+                ramp = float(ramp_s)
+                j = (self._a1 - a0) / ramp
+                # the speed along v0 over the ramp: s + (a0.d) tau + (j.d) tau^2 / 2; ends at its first zero
+                roots = np.roots([0.5 * float(j @ self.direction), float(a0 @ self.direction), speed])
+                roots = [float(r.real) for r in roots if abs(r.imag) < 1e-12 and 1e-9 < r.real < ramp]
+                ramp = min(roots, default=ramp)
+                p1 = self.p0 + self.v0 * ramp + 0.5 * a0 * ramp ** 2 + j * ramp ** 3 / 6.0
+                v1 = self.v0 + a0 * ramp + 0.5 * j * ramp ** 2
+                rest = BrakingTrajectory(p1, v1, self.t_start + ramp, decel_mps2, yaw, requested_steer)
+                self._ramp = (ramp, a0, j, rest)
+                self.ramp_s = ramp
+                self.duration = ramp + rest.duration
+                self.stop_position = rest.stop_position
 
     @property
     def t_end(self) -> float:
