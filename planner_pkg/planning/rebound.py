@@ -129,9 +129,14 @@ class OptimizerConfig(Config):
         acceleration changes by at most its limit in this time; 0 = no jerk limit, EGO). The
         vehicle tilts to change its acceleration: a reference that jumps from full acceleration
         to none in one knot interval (0.12 s at 4 m/s) leaves it accelerating past the speed it
-        was to hold (measured: +10 % over max_vel after a re-acceleration at 6 m/s^2). Off by
-        default: 0.3 s cut that overshoot to +8 % in 16 forests at 4 m/s but cost 7 % of the
-        flight time and clearance (EgoConfig.speed_headroom is the cheaper guard).
+        was to hold (measured: +10 % over max_vel after a re-acceleration at 6 m/s^2), and a
+        swerve whose lateral acceleration reverses within a few knots leaves it lagging the
+        curve by 0.1-0.15 s (traced at 6 m/s: 0.43 m off it, 0.07 m from a trunk). 0 here (the
+        optimiser alone, as EGO); the planner's default (``EgoConfig.optimizer``) is 0.1 s (60 /
+        70 m/s^3 at 4 / 6 m/s), measured over 800 forest flights (``benchmarks/forest.py``,
+        seeds 0-399 at 4 and 6 m/s, paired with 0): 2 collisions against 6, 16 flights closer
+        than 0.1 m beyond the radius against 20 and 77 closer than 0.15 m against 105, for 0.6-2.3
+        % of mean speed. 0.3 s (measured earlier in 16 forests at 4 m/s) cost 7 % of the flight time.
     preconditioner_damping: L-BFGS runs in coordinates that whiten the smoothness term
         (:func:`~planner_pkg.planning.costs.smoothness_preconditioner`; this is its damping, the
         curvature per m^2 given to every free point); 0 = plain L-BFGS on the control points,
