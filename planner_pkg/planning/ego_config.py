@@ -56,6 +56,12 @@ class EgoConfig(Config):
         tilts late, then catches the lag up: measured up to +10.4 % over the reference at 4 m/s
         with 6 m/s^2 in the forest benchmark); 0 = plan at max_vel_mps.
     planning_horizon_m: distance of the local target, m.
+    reuse_retime_acc_fraction: a replan's initial guess reuses the current trajectory from now
+        on; with this > 0 its path is re-timed to speed up toward the cruise speed at this
+        fraction of max_acc_mps2 (never slower than its own timing; not on the final approach to
+        the goal). 0 = EGO, which keeps the old timing: a plan slowed by the refine step for one
+        swerve hands its slower timing on to every replan that reuses it, and only the new part
+        toward the target comes at cruise speed.
     ctrl_pt_dist_m: control point spacing at full speed, m; knot interval =
         ctrl_pt_dist_m / max_vel_mps * 1.2 s (EGO).
     rate_hz: how often the runner calls update(), Hz.
@@ -235,6 +241,7 @@ class EgoConfig(Config):
     max_acc_mps2: float = positive(EGO_MAX_ACC_MPS2)
     speed_headroom: float = setting(0.03, range=(0.0, 0.5))
     planning_horizon_m: float = positive(7.5)
+    reuse_retime_acc_fraction: float = setting(0.0, range=(0.0, 1.0))
     ctrl_pt_dist_m: float = positive(0.4)
     rate_hz: float = positive(10.0)
     replan_period_s: float = positive(1.0)

@@ -151,7 +151,8 @@ class EgoPlanner:
         # cannot tell free from never-observed space)
         self._history.clear()
         self._cloud_only_reported = False
-        self.manager = PlanManager(self.map, self._optimizer_config, c.knot_dt_s, c.yaw, history=self._history)
+        self.manager = PlanManager(self.map, self._optimizer_config, c.knot_dt_s, c.yaw, history=self._history,
+                                   reuse_acc_mps2=c.reuse_retime_acc_fraction * c.max_acc_mps2)
         self.manager.swarm = self.swarm
         self.stats = PlannerStats()
         self.events = []

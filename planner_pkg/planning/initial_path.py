@@ -19,6 +19,7 @@ from planner_pkg.planning.bspline import UniformBSpline, fit_cubic
 __all__ = ["trapezoid_time", "quintic_samples", "local_target", "initial_spline", "shortcut", "guided_spline"]
 
 MIN_SAMPLES = 7  # EGO keeps at least 7 sample points (10 control points with the fixed ends)
+_RETIME_SAMPLES = 120  # samples of a reused path to re-time it (every ~0.06 m of a 7.5 m plan)
 
 
 def trapezoid_time(distance_m: float, max_vel: float, max_acc: float) -> float:
@@ -82,16 +83,39 @@ def _segment_time(distance: float, v_in: float, v_out: float, max_vel: float, ma
     return max(distance / max_vel + loss, 1e-2)
 
 
+def _retimed_path(previous, t_now: float, speed0: float, max_vel: float, acc: float, knot_dt: float):
+    """Points (K, 3) every ``knot_dt`` along the path of ``previous`` from ``t_now`` to its end,
+    flown with a new timing: at each point the faster of the old timing and a speed-up from
+    ``speed0`` at ``acc`` m/s^2 to ``max(max_vel, speed0)``; and the path's end point. None when
+    the rest of the path is too short to re-time."""
+    ts = np.linspace(t_now, previous.t_end, _RETIME_SAMPLES)
+    pts = previous.positions(ts)
+    seg = np.sqrt((np.diff(pts, axis=0) ** 2).sum(axis=1))
+    s = np.concatenate([[0.0], np.cumsum(seg)])
+    if s[-1] < 1e-3:
+        return None
+    old = np.concatenate([[speed0], seg / np.maximum(np.diff(ts), 1e-12)])
+    speed = np.maximum(old, np.minimum(max(max_vel, speed0), np.sqrt(speed0 * speed0 + 2.0 * acc * s)))
+    t = np.concatenate([[0.0], np.cumsum(2.0 * seg / np.maximum(speed[1:] + speed[:-1], 1e-9))])
+    at = np.interp(np.arange(int(math.floor(t[-1] / knot_dt)) + 1) * knot_dt, t, s)
+    return np.stack([np.interp(at, s, pts[:, i]) for i in range(3)], axis=1), pts[-1]
+
+
 def initial_spline(p0, v0, a0, target, target_vel, max_vel: float, max_acc: float, knot_dt: float,
-                   previous=None, t_now: float = 0.0, via=None) -> Optional[UniformBSpline]:
+                   previous=None, t_now: float = 0.0, via=None, reuse_acc_mps2: float = 0.0) -> Optional[UniformBSpline]:
     """The initial cubic B-spline from the start state to ``target`` (3,) m with ``target_vel``.
 
-    previous: a trajectory with ``state(t)``, ``t_end`` (absolute time) to reuse from ``t_now``,
-        or None for a quintic. Returns None when the target is (numerically) at the start and
-        the vehicle is at rest: there is nothing to plan.
+    previous: a trajectory with ``state(t)``, ``positions(ts)``, ``t_end`` (absolute time) to
+        reuse from ``t_now``, or None for a quintic. Returns None when the target is
+        (numerically) at the start and the vehicle is at rest: there is nothing to plan.
     via: (3,) m, an intermediate point for the quintic guess (EGO's random-waypoint retry: a
         different initial guess leads the optimiser into a different local minimum); it is
         passed at cruise speed toward the target. Ignored when ``previous`` is reused.
+    reuse_acc_mps2: > 0: the reused path of ``previous`` is re-timed to speed up at this
+        acceleration toward ``max_vel`` (never slower than its own timing) when the target is
+        passed moving (``target_vel`` not zero). EGO (0) keeps the previous timing, so a plan
+        slowed by the refine step for one swerve hands that slower timing on to every replan
+        that reuses it, and only the new part toward the target comes at cruise speed.
     """
     p0, v0, a0 = (np.asarray(x, dtype=np.float64) for x in (p0, v0, a0))
     target = np.asarray(target, dtype=np.float64)
@@ -103,18 +127,31 @@ def initial_spline(p0, v0, a0, target, target_vel, max_vel: float, max_acc: floa
     end_acc = np.zeros(3)
     if previous is not None and previous.t_end - t_now > 2 * knot_dt:
         dt = knot_dt
-        ts = np.arange(t_now, previous.t_end, dt)
-        pts = [previous.state(t)[0] for t in ts]
-        tail = previous.state(previous.t_end)[0]
-        gap = float(np.linalg.norm(target - tail))
         cruise = max(float(np.linalg.norm(target_vel)), 0.5 * max_vel)
-        n_extra = int(math.ceil(gap / (cruise * dt))) if gap > 1e-3 else 0
-        if n_extra:
-            s = np.arange(1, n_extra + 1) / n_extra
-            pts.extend(tail + s[:, None] * (target - tail))
+        retimed = (_retimed_path(previous, t_now, speed0, max_vel, reuse_acc_mps2, dt)
+                   if reuse_acc_mps2 > 0 and float(np.linalg.norm(target_vel)) > 0 else None)
+        if retimed is not None:
+            # the re-timed samples, then the rest of the path (less than one interval) and the
+            # straight line to the target, at cruise spacing
+            reused, tail = retimed
+            chain = np.vstack([reused[-1:], tail[None], target[None]])
+            chain_s = np.concatenate([[0.0], np.cumsum(np.sqrt((np.diff(chain, axis=0) ** 2).sum(axis=1)))])
+            n_extra = max(int(math.ceil(chain_s[-1] / (cruise * dt))), 1)
+            at = chain_s[-1] * np.arange(1, n_extra + 1) / n_extra
+            extra = np.stack([np.interp(at, chain_s, chain[:, i]) for i in range(3)], axis=1)
+            points = np.vstack([reused, extra])
         else:
-            pts.append(target)
-        points = np.asarray(pts)
+            ts = np.arange(t_now, previous.t_end, dt)
+            pts = [previous.state(t)[0] for t in ts]
+            tail = previous.state(previous.t_end)[0]
+            gap = float(np.linalg.norm(target - tail))
+            n_extra = int(math.ceil(gap / (cruise * dt))) if gap > 1e-3 else 0
+            if n_extra:
+                s = np.arange(1, n_extra + 1) / n_extra
+                pts.extend(tail + s[:, None] * (target - tail))
+            else:
+                pts.append(target)
+            points = np.asarray(pts)
         points[-1] = target
         if points.shape[0] >= MIN_SAMPLES:
             return fit_cubic(points, dt, v0, target_vel, a0, end_acc)

@@ -71,12 +71,17 @@ class PlanManager:
         blocked space (see :func:`limit_to_known_space`); ``history``: the recent depth frames
         (a :class:`~planner_pkg.planning.visibility.DepthHistory`) that check uses. Both may be
         changed between plans.
+    reuse_acc_mps2: a replan's reused trajectory is re-timed to speed up at this acceleration
+        (see :func:`initial_spline`; 0: its own timing, EGO).
     """
 
     def __init__(self, grid_map, optimizer: OptimizerConfig, knot_dt: float, yaw: YawConfig = YawConfig(),
-                 stop_limit: Optional[StopLimit] = None, history=None):
+                 stop_limit: Optional[StopLimit] = None, history=None, reuse_acc_mps2: float = 0.0):
         if not (math.isfinite(knot_dt) and knot_dt > 0):
             raise ValueError(f"knot interval must be positive, got {knot_dt!r} s")
+        if not (math.isfinite(reuse_acc_mps2) and reuse_acc_mps2 >= 0):
+            raise ValueError(f"reuse_acc_mps2 must be finite and >= 0, got {reuse_acc_mps2!r}")
+        self.reuse_acc_mps2 = float(reuse_acc_mps2)
         self.map = grid_map
         self.optimizer = ReboundOptimizer(grid_map, optimizer)
         self.knot_dt = float(knot_dt)
@@ -129,7 +134,8 @@ class PlanManager:
                                   self.knot_dt)
         else:
             guess = initial_spline(p0, v0, a0, target, target_vel, c.max_vel_mps, c.max_acc_mps2, self.knot_dt,
-                                   previous=previous, t_now=t_now if previous_t is None else previous_t, via=via)
+                                   previous=previous, t_now=t_now if previous_t is None else previous_t, via=via,
+                                   reuse_acc_mps2=self.reuse_acc_mps2)
         if guess is None:
             return PlanOutcome(None, "already at the target: nothing to plan", time_s=time.perf_counter() - t0)
         # EGO-Swarm: the other drones' broadcasts at this plan's times (set for every plan)

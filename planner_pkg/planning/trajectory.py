@@ -144,6 +144,12 @@ class BsplineTrajectory:
         a = (2.0 * c2 + 6.0 * s * c3) / (self.dt * self.dt)
         return p, v, a
 
+    def positions(self, t) -> np.ndarray:
+        """Positions (T, 3) m at absolute times ``t`` (T,) s (vectorised; held before the start
+        and after the end, as :meth:`state`)."""
+        tau = np.atleast_1d(np.asarray(t, dtype=np.float64)) - self.t_start
+        return self.spline.evaluate(np.clip(tau, 0.0, self.duration)).reshape(-1, 3)
+
     def jerk(self, t: float) -> np.ndarray:
         """(3,) jerk, m/s^3, at absolute time ``t``: constant over each knot interval (a cubic's
         third derivative); zero before the start and after the end (a held state)."""

@@ -224,6 +224,7 @@ def test_empty_and_nan_frames_and_bad_states_do_not_crash():
     (dict(rate_hz=0.0), "rate_hz"),
     (dict(emergency_decel_mps2=-1.0), "emergency_decel_mps2"),
     (dict(emergency_ramp_s=2.0), "emergency_ramp_s"),
+    (dict(reuse_retime_acc_fraction=-0.5), "reuse_retime_acc_fraction"),
     (dict(max_consecutive_failures=0), "max_consecutive_failures"),
     (dict(retry_offset_m=(2.0, 1.0)), "retry_offset_m"),
     (dict(max_vel_mps=math.inf), "max_vel_mps"),
@@ -267,6 +268,9 @@ def test_the_planner_factory_builds_it():
     fast = make_planner("ego", PlannerOptions(max_vel_mps=6.0))
     fast.reset(np.zeros(3), np.array([10.0, 0.0, 1.0]))
     assert fast.manager.optimizer.max_jerk_mps3 == pytest.approx(TRACKABLE_MAX_ACC_MPS2 / 0.1)
+    retiming = EgoPlanner(EgoConfig(max_acc_mps2=4.0, reuse_retime_acc_fraction=0.5))
+    retiming.reset(np.zeros(3), np.array([10.0, 0.0, 1.0]))
+    assert retiming.manager.reuse_acc_mps2 == 2.0
 
 
 def test_speed_scaled_acceleration_limit():

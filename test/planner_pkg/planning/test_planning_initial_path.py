@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from planner_pkg.planning.bspline import UniformBSpline
+from planner_pkg.planning.bspline import UniformBSpline, fit_cubic
 from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap
 from planner_pkg.planning.initial_path import (guided_spline, initial_spline, local_target, quintic_samples,
                                                shortcut, trapezoid_time)
@@ -48,6 +48,66 @@ def test_initial_spline_starts_with_the_given_state_and_reuses_the_previous_one(
     reused = initial_spline(p1, v1, a1, target + [2.0, 0.0, 0.0], tvel, 2.0, 3.0, 0.24, previous=prev, t_now=11.0)
     np.testing.assert_allclose(reused.evaluate(1.0), prev.state(12.0)[0], atol=0.05)  # follows the old curve
     assert initial_spline(p0, np.zeros(3), np.zeros(3), p0, np.zeros(3), 2.0, 3.0, 0.24) is None
+
+
+def arc_trajectory(speed, radius=5.0, length=8.0, dt=0.2, t_start=10.0):
+    """A level arc (radius m, centre at (0, radius, 1)) flown at a constant ``speed`` m/s."""
+    th = np.arange(0.0, length / radius + 1e-9, speed * dt / radius)
+    pts = np.stack([radius * np.sin(th), radius * (1.0 - np.cos(th)), np.ones_like(th)], axis=1)
+    tangent = lambda a: np.array([np.cos(a), np.sin(a), 0.0])
+    normal = lambda a: np.array([-np.sin(a), np.cos(a), 0.0])
+    sp = fit_cubic(pts, dt, speed * tangent(0.0), speed * tangent(th[-1]), speed ** 2 / radius * normal(0.0),
+                   speed ** 2 / radius * normal(th[-1]))
+    return BsplineTrajectory(sp, t_start=t_start, start_yaw=0.0)
+
+
+def arc_length_of(points, radius=5.0):
+    """Arc length along the test arc of points near it (their angle about its centre), m."""
+    return radius * np.arctan2(points[:, 0], radius - points[:, 1])
+
+
+@pytest.mark.parametrize("old_speed, acc, expected", [
+    (1.0, 2.0, 1.0 * 1.0 + 0.5 * 2.0 * 1.0 ** 2),  # speeds up from 1 m/s at 2 m/s^2: 2 m in the first second
+    (1.0, 0.0, 1.0),  # EGO: the old timing, 1 m in the first second
+    (3.0, 0.5, 3.0 + 0.5 * 0.5),  # from the speed it has
+])
+def test_a_reused_path_is_retimed_to_speed_up_and_keeps_its_shape(old_speed, acc, expected):
+    prev = arc_trajectory(old_speed)
+    t_now = 10.4
+    p0, v0, a0 = prev.state(t_now)
+    s0 = arc_length_of(p0[None])[0]
+    target = np.array([12.0, 5.0, 1.0])
+    guess = initial_spline(p0, v0, a0, target, np.array([4.0, 0.0, 0.0]), 4.0, 6.0, 0.12, previous=prev, t_now=t_now,
+                           reuse_acc_mps2=acc)
+    p, v, a = guess.evaluate_derivatives(0.0, 2)
+    np.testing.assert_allclose([p, v, a], [p0, v0, a0], atol=1e-9)  # continuity with the reference
+    # along the old arc, and as far along it after 1 s as the new timing says
+    on_arc = guess.evaluate(np.linspace(0.0, 1.0, 40))
+    assert np.abs(np.hypot(on_arc[:, 0], on_arc[:, 1] - 5.0) - 5.0).max() < 0.02
+    assert arc_length_of(guess.evaluate(np.array([1.0])))[0] - s0 == pytest.approx(expected, abs=0.06)
+
+
+def test_a_reused_path_that_speeds_up_faster_keeps_its_own_timing():
+    # a take-off from rest at up to 6 m/s^2: re-timed at 0.5 m/s^2 it is never slower than that
+    start, target = np.array([0.0, 0.0, 1.0]), np.array([8.0, 0.0, 1.0])
+    prev = BsplineTrajectory(initial_spline(start, np.zeros(3), np.zeros(3), target, np.array([4.0, 0.0, 0.0]), 4.0, 6.0,
+                                            0.12), t_start=10.0, start_yaw=0.0)
+    p0, v0, a0 = prev.state(10.3)
+    assert 0.3 < np.linalg.norm(v0) < 3.0 and np.linalg.norm(a0) > 1.0
+    guess = initial_spline(p0, v0, a0, target + [4.0, 0.0, 0.0], np.array([4.0, 0.0, 0.0]), 4.0, 6.0, 0.12,
+                           previous=prev, t_now=10.3, reuse_acc_mps2=0.5)
+    for dt in (0.24, 0.48):
+        np.testing.assert_allclose(guess.evaluate(np.array([dt]))[0], prev.state(10.3 + dt)[0], atol=0.05)
+
+
+def test_the_final_approach_keeps_the_old_timing():
+    # toward the goal (the target is passed at rest) the reused path is not re-timed
+    prev = arc_trajectory(1.0)
+    p0, v0, a0 = prev.state(10.4)
+    goal = np.array([6.0, 4.0, 1.0])
+    kept = initial_spline(p0, v0, a0, goal, np.zeros(3), 4.0, 6.0, 0.12, previous=prev, t_now=10.4)
+    same = initial_spline(p0, v0, a0, goal, np.zeros(3), 4.0, 6.0, 0.12, previous=prev, t_now=10.4, reuse_acc_mps2=3.0)
+    np.testing.assert_array_equal(kept.control_points, same.control_points)
 
 
 def test_shortcut_and_guided_spline_follow_free_space():

@@ -33,6 +33,9 @@ def test_samples_match_the_spline_and_hold_outside_its_time():
     after = traj.sample(10.0 + sp.duration + 3.0)
     np.testing.assert_allclose(after.position, sp.evaluate(sp.duration), atol=1e-12)
     np.testing.assert_array_equal(after.velocity, np.zeros(3))
+    # the vectorised positions are the samples', held outside the time as well
+    ts = np.concatenate([[5.0], 10.0 + np.linspace(0.0, sp.duration, 23), [10.0 + sp.duration + 3.0]])
+    np.testing.assert_allclose(traj.positions(ts), [traj.sample(t).position for t in ts], atol=1e-12)
     with pytest.raises(ValueError):
         traj.sample(float("nan"))
 
