@@ -96,6 +96,13 @@ class EgoConfig(Config):
         flight by flight, so the default stays 0. Set it to the airframe's time to turn its acceleration
         (the simulated one took 0.15-0.3 s from full forward acceleration to full braking) where its
         attitude loop is slower.
+    emergency_clearance_m: a failed replan whose trajectory is blocked within emergency_time_s
+        stops the vehicle only where the trajectory over that time passes closer than this to the
+        centre of an occupied voxel, m (None = at every blocked point, EGO). Farther, only the
+        inflation's outer band is in its way (a surface voxel seen from a new angle grows the
+        inflation by a voxel into a path that kept the margin): the vehicle flies on while the
+        planner keeps replanning. The inflation is the vehicle's radius plus a margin; a voxel
+        centre lies within half a voxel diagonal of the surface it saw.
     emergency_steer_deg: an emergency stop may turn its deceleration this far sideways, deg, to
         either side (each angle is a candidate; empty = brake straight along the velocity): it
         stops 1 / cos farther along but up to a metre aside (planning/emergency.py). A steered
@@ -250,6 +257,7 @@ class EgoConfig(Config):
     safety_horizon_s: float = positive(2.0)
     emergency_decel_mps2: Optional[float] = positive(None)
     emergency_ramp_s: float = setting(0.0, range=(0.0, 1.0))
+    emergency_clearance_m: Optional[float] = positive(None)
     emergency_steer_deg: Tuple[float, ...] = setting((25.0, 45.0), range=(0.0, 75.0))
     emergency_steer_gain_m: float = non_negative(0.05)
     goal_search_radius_m: float = non_negative(1.0)

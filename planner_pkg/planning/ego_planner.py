@@ -80,6 +80,9 @@ class PlannerStats:
     fuse_ms: List[float] = field(default_factory=list)  # map update per sensor frame
     emergency_stops: int = 0
     emergency_steered: int = 0  # ... of which braked while steering away (planning/emergency.py)
+    # failed replans with the trajectory blocked within emergency_time_s only by the inflation's
+    # outer band (clear of every occupied voxel by EgoConfig.emergency_clearance_m): flown on
+    inflation_only_blocks: int = 0
     bad_frames: int = 0
     stop_limited: int = 0  # plans re-timed to stop before never-observed / blocked space
     cannot_stop: int = 0  # ... of which the start speed needed more room than was known free
@@ -119,6 +122,7 @@ class EgoPlanner:
         self._rest_failures = 0  # failed plans from (nearly) rest in a row
         self._start_blocked_reported = False
         self._collision_time: Optional[float] = None  # absolute time of the blocked point ahead
+        self._collision_in_map = False  # the blocked point ahead is in the map (not another drone's trajectory)
         self._rng = np.random.default_rng(config.seed)
         self._turn_since = -math.inf  # when a turn-on-the-spot before a new plan began, s
         self._turn_heading = None  # (heading rad, plan time s) of the turn on the spot under way
@@ -163,6 +167,7 @@ class EgoPlanner:
         self._rest_failures = 0
         self._start_blocked_reported = False
         self._collision_time = None
+        self._collision_in_map = False
         self._turn_since = -math.inf
         self._turn_heading = None
         self._hold_point = None
@@ -573,6 +578,7 @@ class EgoPlanner:
             fraction = 1.0 if isinstance(traj, StopLimitedTrajectory) else self._optimizer_config.check_fraction
             horizon = max(traj.duration * fraction - (t - traj.t_start), c.safety_horizon_s)
             hit = self.manager.trajectory_collision_time(traj, t, horizon, self._optimizer_config.check_step_m)
+            self._collision_in_map = hit is not None
             if hit is None and self.swarm is not None:  # EGO-Swarm: a new broadcast crosses this trajectory
                 other = self.swarm.collision_time(traj, t, horizon)
                 hit = None if other is None else other[0]
@@ -614,6 +620,14 @@ class EgoPlanner:
             self.fsm.transition(FsmState.EXEC_TRAJ, "replanned: " + out.message, t)
             return True, self.trajectory
         hit = self._collision_time
+        if hit is not None and hit - t < self.config.emergency_time_s and self._inflation_only(t):
+            self.stats.inflation_only_blocks += 1
+            n = self.stats.inflation_only_blocks
+            if n <= 3 or n % 50 == 0:
+                self._event(t, f"trajectory blocked {hit - t:.2f} s ahead by the inflation only (at least "
+                               f"{self.config.emergency_clearance_m:.2f} m from every occupied voxel; {n} so far) and "
+                               f"replanning failed ({out.message}): flying on")
+            hit = None
         if hit is not None and hit - t < self.config.emergency_time_s:
             c = self.config
             # from where the vehicle is and how fast it flies, not from the reference: the
@@ -641,6 +655,22 @@ class EgoPlanner:
         # keep flying the current (still safe for now) trajectory and try again next tick
         self.fsm.transition(FsmState.EXEC_TRAJ, f"replan failed, keeping the current trajectory: {out.message}", t)
         return True, None
+
+    def _inflation_only(self, t: float) -> bool:
+        """Is the current trajectory, blocked in the map, clear of every occupied voxel's centre by
+        ``emergency_clearance_m`` over the next ``emergency_time_s`` (only the inflation's outer
+        band is in its way)? Never with the option off or for a block by another drone."""
+        c, traj = self.config, self.trajectory
+        if c.emergency_clearance_m is None or not self._collision_in_map or traj is None:
+            return False
+        t1 = min(t + c.emergency_time_s, traj.t_end)
+        points = traj.positions(np.linspace(t, t1, max(int(math.ceil((t1 - t) / 0.02)) + 1, 2)))
+        reach = c.emergency_clearance_m + c.map.resolution_m
+        occupied = self.map.occupied_points(points.min(axis=0) - reach, points.max(axis=0) + reach)
+        if occupied.shape[0] == 0:
+            return True
+        d2 = ((points[:, None, :] - occupied[None, :, :]) ** 2).sum(axis=2)
+        return bool(d2.min() >= c.emergency_clearance_m ** 2)
 
     # -- reporting -------------------------------------------------------------------------------
     def _safety_nets(self, t: float, hits: Dict[str, int], success: bool) -> None:
