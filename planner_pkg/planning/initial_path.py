@@ -102,7 +102,8 @@ def _retimed_path(previous, t_now: float, speed0: float, max_vel: float, acc: fl
 
 
 def initial_spline(p0, v0, a0, target, target_vel, max_vel: float, max_acc: float, knot_dt: float,
-                   previous=None, t_now: float = 0.0, via=None, reuse_acc_mps2: float = 0.0) -> Optional[UniformBSpline]:
+                   previous=None, t_now: float = 0.0, via=None,
+                   reuse_acc_mps2: float = 0.0) -> Optional[UniformBSpline]:
     """The initial cubic B-spline from the start state to ``target`` (3,) m with ``target_vel``.
 
     previous: a trajectory with ``state(t)``, ``positions(ts)``, ``t_end`` (absolute time) to

@@ -225,6 +225,7 @@ def test_empty_and_nan_frames_and_bad_states_do_not_crash():
     (dict(emergency_decel_mps2=-1.0), "emergency_decel_mps2"),
     (dict(emergency_ramp_s=2.0), "emergency_ramp_s"),
     (dict(reuse_retime_acc_fraction=-0.5), "reuse_retime_acc_fraction"),
+    (dict(emergency_clearance_m=-0.1), "emergency_clearance_m"),
     (dict(max_consecutive_failures=0), "max_consecutive_failures"),
     (dict(retry_offset_m=(2.0, 1.0)), "retry_offset_m"),
     (dict(max_vel_mps=math.inf), "max_vel_mps"),

@@ -240,7 +240,8 @@ def test_a_block_by_the_inflation_alone_is_flown_on_with_an_emergency_clearance(
         assert out is None and planner.trajectory is committed and planner.stats.emergency_stops == 0
         assert planner.stats.inflation_only_blocks == 1 and "by the inflation only" in planner.events[-1]
     # without the option every blocked point is an emergency (EGO)
-    planner.config = EgoConfig(map=config.map, emergency_steer_deg=(), emergency_decel_mps2=DECEL)
+    planner.config = EgoConfig(map=config.map, emergency_steer_deg=(), emergency_decel_mps2=DECEL,
+                               emergency_clearance_m=None)
     planner.trajectory = committed
     _, again = planner._replan(VehicleState(4.0, EYE, V0, [0, 0, 0, 1], np.zeros(3)))
     assert isinstance(again, BrakingTrajectory)
