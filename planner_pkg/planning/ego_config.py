@@ -111,9 +111,9 @@ class EgoConfig(Config):
         or above ``map.inflation_m``, e.g. with the 0.2 m cube). Farther, only the inflation's
         outer band is in its way (a surface voxel seen from a new angle grows the inflation by a
         voxel into a path that kept the margin): the vehicle flies on while the planner keeps
-        replanning. Set it to the vehicle's
-        radius plus half a voxel diagonal (0.19 + 0.06 m here: a voxel centre lies within that of
-        the surface it saw). Traced at 6 m/s (stop 43, ``benchmarks/forest.py`` seeds 0-99, 18 and
+        replanning (not where the trajectory leaves the floor-to-ceiling band or the map's window:
+        those blocks are not the inflation's). Set it to the vehicle's radius plus half a voxel
+        diagonal (0.19 + 0.06 m here: a voxel centre lies within that of the surface it saw). Traced at 6 m/s (stop 43, ``benchmarks/forest.py`` seeds 0-99, 18 and
         22 emergency stops with and without ``reuse_retime_acc_fraction``): every emergency stop but
         one was for a trajectory that kept 0.11-0.22 m beyond the radius from the real trunks over
         the next second (0.23-0.39 m from the nearest voxel centre), and the stop, braking at 14

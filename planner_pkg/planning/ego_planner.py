@@ -43,6 +43,7 @@ from planner_pkg.planning.ego_config import EgoConfig
 from planner_pkg.planning.emergency import choose_emergency_stop
 from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory
 from planner_pkg.planning.grid_map import OccupancyGridMap
+from planner_pkg.planning.grid_map_config import UnknownPolicy
 from planner_pkg.planning.initial_path import local_target
 from planner_pkg.planning.planner_manager import PlanManager, PlanOutcome
 from planner_pkg.planning.replan_fsm import FsmState, ReplanFSM
@@ -659,12 +660,21 @@ class EgoPlanner:
     def _inflation_only(self, t: float) -> bool:
         """Is the current trajectory, blocked in the map, clear of every occupied voxel's centre by
         ``emergency_clearance_m`` over the next ``emergency_time_s`` (only the inflation's outer
-        band is in its way)? Never with the option off or for a block by another drone."""
+        band is in its way)? Never with the option off, for a block by another drone, or where the
+        trajectory leaves the floor-to-ceiling band, the map's window or (with unknown space
+        counted occupied) observed space: those blocks are not the inflation's."""
         c, traj = self.config, self.trajectory
         if c.emergency_clearance_m is None or not self._collision_in_map or traj is None:
             return False
         t1 = min(t + c.emergency_time_s, traj.t_end)
         points = traj.positions(np.linspace(t, t1, max(int(math.ceil((t1 - t) / 0.02)) + 1, 2)))
+        m = self.map
+        z = points[:, 2]
+        if (not np.isfinite(points).all() or ((z < m.config.floor_m) | (z > m.config.ceiling_m)).any()
+                or not m.in_window(m.local_index(points)).all()):
+            return False
+        if m.config.unknown is UnknownPolicy.OCCUPIED and not m.is_known(points).all():
+            return False
         reach = c.emergency_clearance_m + c.map.resolution_m
         occupied = self.map.occupied_points(points.min(axis=0) - reach, points.max(axis=0) + reach)
         if occupied.shape[0] == 0:

@@ -195,40 +195,44 @@ def test_the_emergency_stop_turns_from_the_acceleration_the_vehicle_was_flying(r
         assert instant.stop_position[0] == pytest.approx(1.25)
 
 
-def straight_trajectory(t_start=4.0, y=0.02, length=6.0):
-    """The committed reference: along +x at y m, 5 m/s (V0), from EYE's x."""
+def straight_trajectory(t_start=4.0, y=0.02, z_end=1.0, length=6.0):
+    """The committed reference: along +x at y m, 5 m/s (V0), from EYE to height z_end m."""
     from planner_pkg.planning.bspline import fit_cubic
     from planner_pkg.planning.trajectory import BsplineTrajectory
 
     dt = 0.1
     xs = np.arange(0.0, length + 1e-9, 5.0 * dt)
-    pts = np.stack([xs, np.full_like(xs, y), np.full_like(xs, EYE[2])], axis=1)
+    pts = np.stack([xs, np.full_like(xs, y), np.linspace(EYE[2], z_end, xs.size)], axis=1)
     return BsplineTrajectory(fit_cubic(pts, dt, V0, V0, np.zeros(3), np.zeros(3)), t_start, start_yaw=0.0)
 
 
-@pytest.mark.parametrize("trunk_y, in_map, stops", [(0.38, True, False), (0.15, True, True), (0.38, False, True)])
-def test_a_block_by_the_inflation_alone_is_flown_on_with_an_emergency_clearance(trunk_y, in_map, stops):
+@pytest.mark.parametrize("trunk_y, in_map, z, stops", [(0.38, True, 1.0, False), (0.15, True, 1.0, True),
+                                                       (0.38, False, 1.0, True), (None, True, -0.2, True)])
+def test_a_block_by_the_inflation_alone_is_flown_on_with_an_emergency_clearance(trunk_y, in_map, z, stops):
     """emergency_clearance_m: a failed replan with the trajectory blocked 0.3 s ahead stops the
     vehicle only when the trajectory comes closer than that to an occupied voxel's centre. A
     trunk's surface 0.38 m beside the path (its voxel centre 0.33 m from it) blocks the path
     through the 0.3 m inflation alone: flown on. At 0.15 m (0.13 m) it is a real collision ahead:
-    the emergency stop. A block by another drone's trajectory (not in the map): always a stop."""
+    the emergency stop. A block by another drone's trajectory (not in the map): always a stop. A
+    path descending below the map's 0.5 m floor, with no voxel near it: a stop (not the
+    inflation's block)."""
     from planner_pkg.planning.planner_manager import PlanOutcome
 
     config = EgoConfig(map=EgoConfig().map.with_overrides({"size_m": (16.0, 16.0, 3.0)}), emergency_steer_deg=(),
                        emergency_decel_mps2=DECEL, emergency_clearance_m=0.25)
     planner = EgoPlanner(config)
     planner.reset(EYE, np.array([10.0, 0.0, 1.0]))
-    z = np.arange(0.3, 2.5, 0.05)
-    fill(planner.map, np.stack([np.full_like(z, 1.5), np.full_like(z, trunk_y), z], axis=1))
-    committed = straight_trajectory()
+    if trunk_y is not None:
+        zs = np.arange(0.3, 2.5, 0.05)
+        fill(planner.map, np.stack([np.full_like(zs, 1.5), np.full_like(zs, trunk_y), zs], axis=1))
+    committed = straight_trajectory(z_end=z)
     planner.trajectory = committed
     hit = planner.manager.trajectory_collision_time(committed, 4.0, 1.0, 0.05)
     assert hit is not None and hit - 4.0 < config.emergency_time_s  # blocked in the inflated map
-    gap = float(np.sqrt(((committed.positions(np.linspace(4.0, 5.0, 200))[:, None, :]
-                          - planner.map.occupied_points([-1.0, -1.0, 0.0], [7.0, 1.0, 3.0])[None]) ** 2)
-                        .sum(axis=2)).min())
-    assert (gap < 0.25) == (trunk_y < 0.3)  # the independent measure of what is in the way
+    voxels = planner.map.occupied_points([-1.0, -1.0, 0.0], [7.0, 1.0, 3.0])
+    gap = float(np.sqrt(((committed.positions(np.linspace(4.0, 5.0, 200))[:, None, :] - voxels[None]) ** 2)
+                        .sum(axis=2)).min()) if voxels.shape[0] else math.inf
+    assert (gap < 0.25) == (trunk_y is not None and trunk_y < 0.3)  # an independent measure of what is in the way
     planner.manager.plan = lambda *args, **kwargs: PlanOutcome(None, "failed on purpose")
     planner._collision_time, planner._collision_in_map = hit, in_map
     done, out = planner._replan(VehicleState(4.0, EYE, V0, [0, 0, 0, 1], np.zeros(3)))
