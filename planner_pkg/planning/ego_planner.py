@@ -621,15 +621,16 @@ class EgoPlanner:
             self.fsm.transition(FsmState.EXEC_TRAJ, "replanned: " + out.message, t)
             return True, self.trajectory
         hit = self._collision_time
-        if hit is not None and hit - t < self.config.emergency_time_s and self._inflation_only(t):
+        emergency = hit is not None and hit - t < self.config.emergency_time_s
+        if emergency and self._inflation_only(t):
             self.stats.inflation_only_blocks += 1
             n = self.stats.inflation_only_blocks
             if n <= 3 or n % 50 == 0:
                 self._event(t, f"trajectory blocked {hit - t:.2f} s ahead by the inflation only (at least "
                                f"{self.config.emergency_clearance_m:.2f} m from every occupied voxel; {n} so far) and "
                                f"replanning failed ({out.message}): flying on")
-            hit = None
-        if hit is not None and hit - t < self.config.emergency_time_s:
+            emergency = False
+        if emergency:
             c = self.config
             # from where the vehicle is and how fast it flies, not from the reference: the
             # controller lags or leads it (measured 0.2 m ahead and 0.5 m/s faster at 6 m/s), and a
@@ -675,12 +676,8 @@ class EgoPlanner:
             return False
         if m.config.unknown is UnknownPolicy.OCCUPIED and not m.is_known(points).all():
             return False
-        reach = c.emergency_clearance_m + c.map.resolution_m
-        occupied = self.map.occupied_points(points.min(axis=0) - reach, points.max(axis=0) + reach)
-        if occupied.shape[0] == 0:
-            return True
-        d2 = ((points[:, None, :] - occupied[None, :, :]) ** 2).sum(axis=2)
-        return bool(d2.min() >= c.emergency_clearance_m ** 2)
+        distances = m.occupied_distances(points, c.emergency_clearance_m + c.map.resolution_m)
+        return bool(distances.min() >= c.emergency_clearance_m)
 
     # -- reporting -------------------------------------------------------------------------------
     def _safety_nets(self, t: float, hits: Dict[str, int], success: bool) -> None:

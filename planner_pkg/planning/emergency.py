@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
-from scipy.spatial import cKDTree
 
 from planner_pkg.planning.frontier import observed
 from planner_pkg.planning.trajectory import BrakingTrajectory
@@ -89,13 +88,12 @@ def choose_emergency_stop(grid_map, history, position, velocity, t_start: float,
     steered = [BrakingTrajectory(position, velocity, t_start, decel_mps2, yaw, steer_rad=sign * a, **ramp)
                for a in sorted(angles) for sign in (1.0, -1.0)]
     paths = [_path(stop, step_s) for stop in [straight] + steered]
-    every = np.vstack(paths)
     reach = 1.0  # obstacles farther than this from every path do not decide anything
-    obstacles = grid_map.occupied_points(every.min(axis=0) - reach, every.max(axis=0) + reach)
-    if obstacles.shape[0] == 0:
+    distances = grid_map.occupied_distances(np.vstack(paths), reach, 2.0 * reach)
+    if not np.isfinite(distances).any():
         return straight, EmergencyChoice(0.0, math.inf, math.inf, len(steered), 0)
-    tree = cKDTree(obstacles)
-    clearance = [float(tree.query(path, distance_upper_bound=2.0 * reach)[0].min()) for path in paths]
+    ends = np.cumsum([path.shape[0] for path in paths])[:-1]
+    clearance = [float(d.min()) for d in np.split(distances, ends)]
     start = np.asarray(position, dtype=np.float64)
     best, best_clearance, unobserved, vetoed = None, clearance[0] + min_gain_m, 0, 0
     blind, blind_clearance = None, best_clearance  # the best through never-observed space

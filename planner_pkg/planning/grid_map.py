@@ -23,6 +23,7 @@ import math
 from typing import Optional, Tuple
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 from planner_pkg.planning.grid_map_config import GridMapConfig, InflationShape, UnknownPolicy, logit
 from planner_pkg.types import CameraIntrinsics, quaternion_to_matrix
@@ -377,6 +378,18 @@ class OccupancyGridMap:
             return np.zeros((0, 3))
         sub = self.occupied[i0[0]:i1[0], i0[1]:i1[1], i0[2]:i1[2]]
         return self.index_to_position(np.argwhere(sub) + i0)
+
+    def occupied_distances(self, points, reach_m: float, max_distance_m: Optional[float] = None) -> np.ndarray:
+        """(N,) m: the distance from each world point (N, 3) to the nearest occupied voxel centre
+        (raw occupancy) among those within ``reach_m`` of the points' bounding box; inf where
+        that nearest centre is ``max_distance_m`` (default ``reach_m``) or farther, or there is
+        none."""
+        p = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+        occupied = self.occupied_points(p.min(axis=0) - reach_m, p.max(axis=0) + reach_m)
+        if occupied.shape[0] == 0:
+            return np.full(p.shape[0], math.inf)
+        bound = reach_m if max_distance_m is None else max_distance_m
+        return cKDTree(occupied).query(p, distance_upper_bound=bound)[0]
 
     def centre_index_range(self, lo: np.ndarray, hi: np.ndarray):
         """(i0, i1) (3,) int64 each: the local indices ``i0 <= i < i1`` of the voxels whose centre

@@ -219,6 +219,23 @@ def test_nearest_free_point():
     np.testing.assert_array_equal(m.nearest_free(ORIGIN, 1.0), ORIGIN)
 
 
+def test_occupied_distances_match_a_brute_force_search_within_their_reach():
+    m = new_map()
+    for _ in range(3):
+        m.insert_point_cloud(ORIGIN, wall(3.05))
+    points = np.array([[2.5, 0.0, 1.0], [2.2, 0.3, 1.2], [1.0, 0.0, 1.0], [3.05, 2.5, 1.0]])
+    near = m.occupied_distances(points, 1.0)
+    centres = m.index_to_position(np.argwhere(m.occupied))
+    brute = np.sqrt(((points[:, None, :] - centres[None]) ** 2).sum(axis=2)).min(axis=1)
+    assert brute[0] < brute[1] < 1.0 < brute[2]
+    np.testing.assert_allclose(near[:2], brute[:2], atol=1e-12)
+    assert np.isinf(near[2])  # 2 m from the wall: beyond the reach
+    np.testing.assert_allclose(m.occupied_distances(points, 1.0, 3.0)[2], brute[2], atol=1e-12)
+    # the box reaches only reach_m beyond the points: a wall 2 m away is not searched at all
+    assert np.isinf(m.occupied_distances(points[2:3], 1.0, 5.0)).all()
+    assert np.isinf(new_map().occupied_distances(points, 1.0)).all()  # an empty map
+
+
 @pytest.mark.parametrize("kwargs, key", [
     (dict(resolution_m=0.0), "resolution_m"),
     (dict(resolution_m=-0.1), "resolution_m"),
