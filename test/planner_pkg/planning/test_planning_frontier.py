@@ -10,7 +10,8 @@ from scipy.spatial.transform import Rotation
 
 from planner_pkg.planning.bspline import UniformBSpline
 from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
-from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory, UnknownSpaceConfig, limit_to_known_space
+from planner_pkg.planning.frontier import (StopLimit, StopLimitedTrajectory, UnknownSpaceConfig, _ramp_stop_distance,
+                                          limit_to_known_space)
 from planner_pkg.planning.grid_map import OccupancyGridMap
 from planner_pkg.planning.initial_path import initial_spline
 from planner_pkg.planning.trajectory import BsplineTrajectory
@@ -297,6 +298,8 @@ def test_depth_history_answers_from_the_frames_not_the_voxel_rays():
     (dict(start_radius_m=math.inf), "unknown_space.start_radius_m"),
     (dict(history_frames=0), "unknown_space.history_frames"),
     (dict(stop_before_unknown="yes"), "unknown_space.stop_before_unknown"),
+    (dict(braking_jerk_time_s=-0.1), "unknown_space.braking_jerk_time_s"),
+    (dict(braking_jerk_time_s=0.1, turn_braking=True), "unknown_space.braking_jerk_time_s"),
 ])
 def test_bad_unknown_space_config_names_the_key(kwargs, key):
     with pytest.raises(ValueError, match=key):
@@ -345,3 +348,108 @@ def test_braking_in_a_turn_shares_the_deceleration_with_the_turn(turn_braking):
     need = s + speed * limit.latency_s + speed ** 2 / (2.0 * limit.decel_mps2) + limit.margin_m
     assert need.max() <= report.known_free_m + 1e-3
     assert speed[-1] == 0.0
+
+
+# -- the jerk-limited braking onset --------------------------------------------------------------
+def fast_case(range_m=5.0, v_max=6.0, acc=7.0):
+    """A take-off toward (14, 1, 1) m at 6 m/s (a_max 7) under a frame that saw ``range_m`` ahead:
+    the plan still accelerates (~6.5 m/s^2 along the path) where the braking must begin."""
+    m = OccupancyGridMap(SMALL_MAP.with_overrides({"size_m": (30.0, 16.0, 4.0)}), center=START)
+    f = open_frame(range_m)
+    m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    history = DepthHistory(4, 0.25, 0.1)
+    history.add(0.0, f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    spline = initial_spline(START, np.zeros(3), np.zeros(3), [14.0, 1.0, 1.0], [v_max, 0.0, 0.0], v_max, acc, 0.1)
+    return BsplineTrajectory(spline, 5.0, 0.0), m, history
+
+
+def test_the_ramp_stop_distance_matches_an_integration_of_the_ramp():
+    """The closed-form distance to rest (the acceleration ramps from a0 to -decel at the jerk limit,
+    then holds) against a fine numerical integration of the same motion: from cruise, while still
+    accelerating, while slow enough to stop inside the ramp, and while already braking harder."""
+    decel, jerk = 4.9, 70.0
+    cases = [(6.0, 0.0), (5.5, 6.5), (0.3, 2.0), (0.05, -1.0), (3.0, -7.0), (0.0, 3.0)]
+    v = np.array([c[0] for c in cases])
+    a0 = np.array([c[1] for c in cases])
+    got = _ramp_stop_distance(v, a0, decel, jerk)
+    dt = 1e-5
+    for (vi, ai), d in zip(cases, got):
+        x, vel, acc = 0.0, vi, max(ai, -decel)
+        while True:
+            acc_next = max(acc - jerk * dt, -decel)
+            vel_next = vel + 0.5 * (acc + acc_next) * dt
+            if vel_next <= 0.0:
+                x += 0.5 * vel * dt
+                break
+            x += 0.5 * (vel + vel_next) * dt
+            vel, acc = vel_next, acc_next
+        assert d == pytest.approx(x, abs=2e-4), (vi, ai)
+    # the ramp only ever lengthens the stop
+    assert (got >= v * v / (2 * decel) - 1e-12).all()
+
+
+def test_a_jerk_limited_onset_ramps_the_acceleration_and_still_stops_before_the_frontier():
+    """At 6 m/s (a_max 7) the braking begins while the plan accelerates: without the jerk limit the
+    reference's acceleration steps by ~11 m/s^2 within one sample; with it (70 m/s^3) it ramps
+    (steps of jerk x 10 ms), the braking starts earlier, and from every point the vehicle can still
+    stop (latency, the planned deceleration, margin) before the first point not known free."""
+    base, m, history = fast_case()
+    limit = StopLimit(4.9, 7.0, 0.3, 0.15, 0.5, 0.2, 0.1)
+    jerk = replace(limit, jerk_mps3=70.0)
+    assert StopLimit.from_config(UnknownSpaceConfig(braking_jerk_time_s=0.1), 7.0, 0.2, 0.1).jerk_mps3 == pytest.approx(70.0)
+    assert StopLimit.from_config(UnknownSpaceConfig(), 7.0, 0.2, 0.1).jerk_mps3 == 0.0
+    (step, rep_step), (ramp, rep_ramp) = (limit_to_known_space(base, m, lim, history) for lim in (limit, jerk))
+    assert isinstance(ramp, StopLimitedTrajectory) and rep_ramp.limited and not rep_ramp.cannot_stop
+    assert rep_ramp.known_free_m == rep_step.known_free_m > 4.0
+    # the plan accelerates where the braking begins
+    _, v_w, a_w = base.state(ramp.t_warp)
+    assert a_w @ v_w / np.linalg.norm(v_w) > 5.0
+    results = {}
+    for name, traj in (("step", step), ("ramp", ramp)):
+        ts, p, v, a, s = dense(traj, 5.0, 20000)
+        speed = np.linalg.norm(v, axis=1)
+        moving = ts < traj.t_end - 0.02
+        da = np.linalg.norm(np.diff(a, axis=0), axis=1)[moving[1:]]
+        w = int(round(0.05 / (ts[1] - ts[0])))
+        window = (np.linalg.norm(a[w:] - a[:-w], axis=1) / (ts[w] - ts[0]))[moving[w:] & (ts[w:] > traj.t_warp)]
+        need = s + speed * 0.15 + speed ** 2 / (2.0 * 4.9) + 0.3
+        results[name] = (da.max(), window.max(), need.max(), speed, s)
+    step_da, step_jerk, step_need, _, _ = results["step"]
+    ramp_da, ramp_jerk, ramp_need, speed, s = results["ramp"]
+    assert step_da > 5.0 and step_jerk > 100.0
+    assert ramp_da < 1.0 and ramp_jerk < 70.0 * 1.2
+    assert ramp_need <= rep_ramp.known_free_m + 1e-3
+    assert speed[-1] == 0.0 and s[-1] == pytest.approx(rep_ramp.stop_m, abs=1e-3)
+    # it brakes earlier and stops a little shorter (at most one path sample short of its stop point)
+    assert ramp.t_warp < step.t_warp - 0.03
+    assert rep_step.stop_m - 0.3 < rep_ramp.stop_m <= rep_step.stop_m
+    # the plan itself up to the onset, on the planned path after it
+    for t in np.linspace(5.0, ramp.t_warp, 20):
+        for x, y in zip(ramp.state(t), base.state(t)):
+            np.testing.assert_allclose(x, y, atol=1e-12)
+    curve = base.spline.evaluate(np.linspace(0.0, base.spline.duration, 20000))
+    gap, _ = cKDTree(curve).query(dense(ramp, ramp.t_warp, 2000)[1])
+    assert gap.max() < 1e-3
+
+
+def test_a_start_too_fast_for_a_jerk_limited_stop_ramps_toward_the_full_limit_and_says_so():
+    m = OccupancyGridMap(SMALL_MAP, center=START)
+    f = open_frame(2.0)
+    m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
+    q = START + np.outer(np.arange(-1, 14) * 0.8, [1.0, 0.0, 0.0])  # from START at 3.33 m/s along +x
+    base = BsplineTrajectory(UniformBSpline(q, 0.24), 0.0, 0.0)
+    limit = StopLimit(2.1, 3.0, 0.3, 0.15, 0.5, 0.2, 0.1, jerk_mps3=30.0)
+    traj, report = limit_to_known_space(base, m, limit)
+    assert report.limited and report.cannot_stop
+    v0 = float(np.linalg.norm(base.state(0.0)[1]))
+    # a ramp from cruise (no acceleration) to -3 m/s^2 in 0.1 s, then -3 m/s^2 to rest
+    t1 = 3.0 / 30.0
+    v1 = v0 - 0.5 * 30.0 * t1 * t1
+    assert report.stop_m == pytest.approx(v0 * t1 - 30.0 * t1 ** 3 / 6.0 + v1 * v1 / 6.0, abs=1e-6)
+    for x, y in zip(traj.state(0.0), base.state(0.0)):
+        np.testing.assert_allclose(x, y, atol=1e-9)  # continuous start
+    ts, p, v, a, s = dense(traj, 0.0, 20000)
+    assert s[-1] == pytest.approx(report.stop_m, abs=1e-3) and np.linalg.norm(v[-1]) == 0.0
+    tangential = (a * v).sum(axis=1) / np.maximum(np.linalg.norm(v, axis=1), 1e-9)
+    assert tangential[ts < traj.t_end - 0.01].min() == pytest.approx(-3.0, abs=1e-3)
+    assert np.linalg.norm(np.diff(a, axis=0), axis=1)[ts[1:] < traj.t_end - 0.01].max() < 0.5
