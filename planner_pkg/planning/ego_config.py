@@ -210,6 +210,15 @@ class EgoConfig(Config):
         the wider search alone; flights under 0.1 m beyond the radius 5 / 9 against 4 / 8 (flights
         that took another course after a crawl plan; the two traced, 0.068 m at 4 m/s and 0.052 m
         at 6 m/s, are emergency stops 3.6 s and 11 s after it).
+    flight_brake_after_failures, flight_brake_speed_fraction: in flight, after this many failed
+        replans in a row (0: never) every other replan first tries the A*-guided guess that slows
+        from the vehicle's speed (at 0.7 max_acc_mps2) to ``flight_brake_speed_fraction`` x the
+        speed limit along the guide path. The guesses at cruise speed keep failing where the way
+        round a cluster of trunks is too tight for the curve at that speed (traced with the true
+        map, forest seed 13 at 6 m/s: nine replans in a row spent their budget still in
+        collision, 0.9 s during which the vehicle braked on its last plan from 5.9 to 1.9 m/s,
+        and the first plan that succeeded came at 1.9 m/s); a slower guess has its control points
+        closer together and can bend round them while the vehicle keeps moving.
     max_time_scale: the optimiser, A* and retry time budgets are multiplied by up to this much
         when planning from a hover (GEN_NEW_TRAJ) and after consecutive failed replans.
     flight_failure_time_scale_step: after ``k`` failed plans in a row, the next replan in flight
@@ -294,6 +303,8 @@ class EgoConfig(Config):
     rest_guess_rotation: bool = False
     crawl_after_rest_failures: int = setting(3, range=(0, math.inf))
     crawl_speed_fraction: float = setting(0.3, range=(0.0, 1.0), low_open=True)
+    flight_brake_after_failures: int = setting(0, range=(0, math.inf))
+    flight_brake_speed_fraction: float = setting(0.5, range=(0.0, 1.0), low_open=True)
     max_time_scale: float = positive(4.0)
     flight_failure_time_scale_step: float = non_negative(0.0)
     turn_first_rad: float = positive(0.8)

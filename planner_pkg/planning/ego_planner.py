@@ -373,6 +373,11 @@ class EgoPlanner:
             # at a crawl, whose closer control points can follow a tight way through that the
             # full-speed curve cuts (the other plans leave the whole budget to the usual guesses)
             attempts.insert(0, dict(guided=True, guided_speed_fraction=c.crawl_speed_fraction))
+        k = c.flight_brake_after_failures
+        if flying and k and self._failures >= k and (self._failures - k) % 2 == 0:
+            # the same in flight: the guesses at cruise speed keep failing, every other replan
+            # first tries the A*-guided one slowing down (closer control points bend round more)
+            attempts.insert(0, dict(guided=True, guided_speed_fraction=c.flight_brake_speed_fraction))
         # while flying, one replan spends at most replan_iterations L-BFGS iterations over all its
         # guesses (x the scale; the next tick starts from the next guess); from a hover or
         # (nearly) at rest rest_plan_iterations (unscaled), or with 0 each guess its own budgets

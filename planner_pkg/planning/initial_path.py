@@ -213,11 +213,13 @@ def shortcut(grid_map, path: np.ndarray, step_m: float = 0.05) -> np.ndarray:
 
 
 def guided_spline(path: np.ndarray, v0, a0, target_vel, max_vel: float, max_acc: float,
-                  knot_dt: float) -> Optional[UniformBSpline]:
+                  knot_dt: float, slow_down: bool = False) -> Optional[UniformBSpline]:
     """An initial guess along a (shortcut) guide path (K, 3) m from the start state to the
     target: cruise speed ``max_vel`` reached from ``|v0|`` at 0.7 ``max_acc``, slowing to
     ``|target_vel|``, sampled every (about) ``knot_dt`` s and fitted with the exact boundary
-    states. None when the path has no length."""
+    states. None when the path has no length. slow_down: a start faster than ``max_vel`` slows
+    to it at 0.7 ``max_acc`` along the path (otherwise the samples are spaced for ``max_vel``
+    from the start, and only the fitted end conditions keep ``v0``)."""
     path = np.asarray(path, dtype=np.float64)
     seg = np.sqrt((np.diff(path, axis=0) ** 2).sum(axis=1))
     length = float(seg.sum())
@@ -228,7 +230,8 @@ def guided_spline(path: np.ndarray, v0, a0, target_vel, max_vel: float, max_acc:
     v0 = np.asarray(v0, dtype=np.float64)
     target_vel = np.asarray(target_vel, dtype=np.float64)
     a = 0.7 * max_acc
-    speed = np.minimum(max_vel, np.sqrt(float(v0 @ v0) + 2.0 * a * s))
+    cruise = np.maximum(max_vel, np.sqrt(np.maximum(float(v0 @ v0) - 2.0 * a * s, 0.0))) if slow_down else max_vel
+    speed = np.minimum(cruise, np.sqrt(float(v0 @ v0) + 2.0 * a * s))
     speed = np.minimum(speed, np.sqrt(float(target_vel @ target_vel) + 2.0 * a * (length - s)))
     speed = np.maximum(speed, 1e-3)
     t = np.concatenate([[0.0], np.cumsum(2.0 * np.diff(s) / (speed[1:] + speed[:-1]))])

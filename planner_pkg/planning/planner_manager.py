@@ -131,7 +131,7 @@ class PlanManager:
             f = float(guided_speed_fraction)
             guess = guided_spline(shortcut(self.map, search.path, c.check_step_m), v0, a0,
                                   np.asarray(target_vel, dtype=np.float64) * f, c.max_vel_mps * f, c.max_acc_mps2,
-                                  self.knot_dt)
+                                  self.knot_dt, slow_down=f < 1.0)
         else:
             guess = initial_spline(p0, v0, a0, target, target_vel, c.max_vel_mps, c.max_acc_mps2, self.knot_dt,
                                    previous=previous, t_now=t_now if previous_t is None else previous_t, via=via,

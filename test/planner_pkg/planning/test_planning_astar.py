@@ -217,6 +217,32 @@ def test_a_guided_guess_at_a_crawl_is_slower_with_closer_control_points():
                                                guided=True, guided_speed_fraction=0.0)
 
 
+def test_a_slower_guided_guess_slows_from_the_start_speed(monkeypatch):
+    """A guided guess below the full speed (the crawl from rest, the in-flight braking guess) is
+    built to slow from the start speed along the guide path; the usual one is not."""
+    from planner_pkg.planning import planner_manager
+    from planner_pkg.planning.planner_manager import PlanManager
+    from planner_pkg.planning.rebound import OptimizerConfig
+
+    seen = []
+    real = planner_manager.guided_spline
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("slow_down", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planner_manager, "guided_spline", recording)
+    m = grid()
+    cfg = OptimizerConfig(max_vel_mps=2.0, max_acc_mps2=3.0, max_time_s=10.0, astar=AStarConfig(max_time_s=5.0))
+    start, target = np.array([-3.0, 0.05, 1.05]), np.array([3.0, 0.05, 1.05])
+    v0 = np.array([2.0, 0.0, 0.0])
+    for f in (1.0, 0.4):
+        out = PlanManager(m, cfg, knot_dt=0.24).plan(start, v0, np.zeros(3), target, v0, 0.0, 0.0, guided=True,
+                                                     guided_speed_fraction=f)
+        assert out.success, out.message
+    assert seen == [False, True]
+
+
 def test_guided_guesses_of_one_plan_share_their_guide_search(monkeypatch):
     """Two guided guesses of one plan (the same obstacle set: the map has not changed) from the
     same start to the same target, e.g. the crawl guess and the usual one, run A* once and get the

@@ -651,6 +651,39 @@ def test_after_failed_plans_from_rest_the_guided_guess_is_tried_first_at_a_crawl
     assert all(fraction == 1.0 for _, fraction in asked)
 
 
+@pytest.mark.parametrize("after", [0, 2])
+def test_after_failed_replans_in_flight_a_slowing_guided_guess_is_tried_first(after):
+    """flight_brake_after_failures k: in flight, after k failed replans in a row every other
+    replan first tries the A*-guided guess slowing to flight_brake_speed_fraction x the limit
+    (then its usual guesses); never with k = 0, never from rest (that is the crawl's rule)."""
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, flight_brake_after_failures=after, flight_brake_speed_fraction=0.4,
+                                   crawl_after_rest_failures=0))
+    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
+    asked = []
+
+    def failing_plan(*args, **kwargs):
+        asked.append((bool(kwargs.get("guided")), kwargs.get("guided_speed_fraction", 1.0)))
+        return PlanOutcome(None, "failed on purpose")
+
+    planner.manager.plan = failing_plan
+    state = VehicleState(1.0, [0.0, 0.0, 1.0], [3.0, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
+    firsts = []
+    for failures in range(7):
+        planner._failures = failures
+        asked.clear()
+        assert not planner._plan(state, reuse=True).success
+        firsts.append(asked[0] == (True, 0.4))
+        assert sum(fraction < 1.0 for _, fraction in asked) <= 1
+    assert firsts == ([False] * 7 if not after else [False, False, True, False, True, False, True])
+    # from rest: never
+    planner._failures = planner._rest_failures = 4
+    asked.clear()
+    planner._plan(VehicleState.at_rest(np.array([0.0, 0.0, 1.0]), t=1.0), reuse=False)
+    assert all(fraction == 1.0 for _, fraction in asked)
+
+
 def _drifting(position, yaw, t, velocity=(0.3, 0.1, 0.0)):
     from planner_pkg.sim.rotation import quaternion_from_yaw
 

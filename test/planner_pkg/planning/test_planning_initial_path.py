@@ -126,6 +126,35 @@ def test_shortcut_and_guided_spline_follow_free_space():
     assert sp.duration >= np.linalg.norm(np.diff(short, axis=0), axis=1).sum() / 2.0
 
 
+def test_a_slowing_guided_guess_brakes_from_the_start_speed_along_the_path():
+    """slow_down: a start at 6 m/s on a guide path cruising at 2 m/s slows at 0.7 x 7 m/s^2 along
+    it (the guess's speed at each point ~ sqrt(36 - 2 x 4.9 s), until 2 m/s after 3.3 m); without
+    it the samples are spaced for 2 m/s from the start and the fit alone holds the 6 m/s start."""
+    path = np.array([[0.0, 0.0, 1.0], [12.0, 0.0, 1.0]])
+    v0 = np.array([6.0, 0.0, 0.0])
+    slow = guided_spline(path, v0, np.zeros(3), np.array([2.0, 0.0, 0.0]), 2.0, 7.0, 0.1, slow_down=True)
+    plain = guided_spline(path, v0, np.zeros(3), np.array([2.0, 0.0, 0.0]), 2.0, 7.0, 0.1)
+    for sp in (slow, plain):
+        np.testing.assert_allclose(sp.evaluate_derivatives(0.0, 1)[1], v0, atol=1e-9)
+        np.testing.assert_allclose(sp.evaluate(sp.duration), path[-1], atol=1e-9)
+    ts = np.linspace(0.0, slow.duration, 2001)
+    x = slow.evaluate(ts)[:, 0]
+    v = slow.derivative().evaluate(ts)[:, 0]
+    expect = np.sqrt(np.maximum(36.0 - 2.0 * 4.9 * x, 4.0))
+    mid = (x > 0.5) & (x < 11.0)  # away from the fitted ends
+    np.testing.assert_allclose(v[mid], expect[mid], atol=0.25)
+    # the plain guess reaches the first metre at ~2 m/s spacing: it takes ~3x longer to get there
+    t_slow = ts[np.argmax(x >= 1.0)]
+    ts_p = np.linspace(0.0, plain.duration, 2001)
+    t_plain = ts_p[np.argmax(plain.evaluate(ts_p)[:, 0] >= 1.0)]
+    assert t_slow < 0.25 and t_plain > 0.35
+    assert slow.duration < plain.duration - 0.3
+    # from rest nothing changes (the crawl from a hover)
+    a = guided_spline(path, np.zeros(3), np.zeros(3), np.zeros(3), 2.0, 7.0, 0.1, slow_down=True)
+    b = guided_spline(path, np.zeros(3), np.zeros(3), np.zeros(3), 2.0, 7.0, 0.1)
+    np.testing.assert_array_equal(a.control_points, b.control_points)
+
+
 def test_speed_profile_respects_the_limits_and_retime_keeps_the_start():
     s = np.linspace(0.0, 10.0, 201)
     kappa = np.where((s > 4.0) & (s < 5.0), 1.0, 0.0)  # a tight turn in the middle
