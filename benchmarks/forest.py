@@ -38,6 +38,13 @@ A/B on the same worlds in one run: ``--ego-variant LABEL KEY=VALUE ...`` (repeat
 seed is flown by every EGO variant before the next seed, so a change in the machine's load
 hits all of them alike.
 
+``--ego-truth-map`` adds, for each EGO row, a row ``ego[truth map]`` (``ego[LABEL, truth map]``) flown with the same
+config whose map is the forest itself (:class:`TruthMapPlanner`): every voxel observed, the
+trunks' voxels occupied, re-set whenever the map's window moves (the camera's frames are fused
+on top as usual). It is the planner's own ceiling on these worlds: what it loses to what its
+camera has not seen (late trunks, occlusion, the stop before never-observed space) is the
+difference to its twin row.
+
 Never pass/fail on time (machines differ). Run on one core for comparable numbers:
 ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/forest.py --episodes 100``.
 On a loaded machine EGO's wall-clock safety nets (optimiser, A*, retry time limits) fire long
@@ -61,7 +68,7 @@ from planner_pkg.planning.direct import DirectConfig, DirectPlanner  # noqa: E40
 from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner  # noqa: E402
 from planner_pkg.planning.ego_config import speed_scaled_max_acc  # noqa: E402
 from planner_pkg.sim import ControllerGains, RunnerConfig, run_episode  # noqa: E402
-from planner_pkg.world import generate_world  # noqa: E402
+from planner_pkg.world import Cylinder, generate_world  # noqa: E402
 
 START = (-20.0, 0.0, 1.0)
 GOAL = (20.0, 0.0, 1.0)
@@ -132,6 +139,58 @@ class TimedPlanner:
         return out
 
 
+def true_occupancy(world, grid_map) -> np.ndarray:
+    """(nx, ny, nz) bool over ``grid_map``'s window: the voxels whose centre lies inside a trunk
+    or within half a voxel of its surface (the voxel a depth ray hitting the surface marks). The
+    forest's trunks are vertical cylinders standing on the ground (any other obstacle: ValueError)."""
+    res = grid_map.res
+    o, d = grid_map.origin, grid_map.dims
+    x = (np.arange(d[0]) + o[0] + 0.5) * res
+    y = (np.arange(d[1]) + o[1] + 0.5) * res
+    z = (np.arange(d[2]) + o[2] + 0.5) * res
+    occ = np.zeros(tuple(int(k) for k in d), dtype=bool)
+    grow = 0.5 * res
+    for ob in world.obstacles:
+        if not isinstance(ob, Cylinder):
+            raise ValueError(f"true_occupancy: the forest has trunks only, got a {type(ob).__name__}")
+        cx, cy = ob.center
+        r = ob.radius + grow
+        i0, i1 = np.searchsorted(x, cx - r), np.searchsorted(x, cx + r, side="right")
+        j0, j1 = np.searchsorted(y, cy - r), np.searchsorted(y, cy + r, side="right")
+        if i0 >= i1 or j0 >= j1:
+            continue
+        disc = (x[i0:i1, None] - cx) ** 2 + (y[None, j0:j1] - cy) ** 2 <= r * r
+        occ[i0:i1, j0:j1, :] |= disc[:, :, None] & (z <= ob.height + grow)[None, None, :]
+    return occ
+
+
+class TruthMapPlanner:
+    """An :class:`EgoPlanner` whose map is the world: after every update in which the map's window
+    has moved (and the first), the window is set to :func:`true_occupancy` (every voxel observed;
+    ``OccupancyGridMap.set_known``). The planner's camera frames are still fused on top. Everything
+    else (stats, config, events) is the planner's."""
+
+    def __init__(self, planner: EgoPlanner, world):
+        self.planner = planner
+        self.world = world
+        self._origin = None
+
+    def __getattr__(self, name):
+        return getattr(self.planner, name)
+
+    def reset(self, start, goal):
+        self._origin = None
+        self.planner.reset(start, goal)
+
+    def update(self, state, sensors):
+        out = self.planner.update(state, sensors)
+        m = self.planner.map
+        if m is not None and (self._origin is None or (m.origin != self._origin).any()):
+            m.set_known(true_occupancy(self.world, m))
+            self._origin = m.origin.copy()
+        return out
+
+
 def default_max_acc(max_vel: float) -> float:
     """The acceleration limit EGO flies ``max_vel`` with (the product's rule, also what ``fly
     --planner ego --max-vel V`` uses: :func:`planner_pkg.planning.ego_config.speed_scaled_max_acc`)."""
@@ -165,8 +224,8 @@ def run_forest_episode(cases, item):
     c = cases[k]
     timeout = episode_timeout_s(c["max_vel"])
     world = forest_world(seed, c["density"])
-    planner = TimedPlanner(make_planner(c["name"], c["max_vel"], c["max_acc"], c["time_scale"], c["model"], seed,
-                                        c.get("overrides")))
+    inner = make_planner(c["name"], c["max_vel"], c["max_acc"], c["time_scale"], c["model"], seed, c.get("overrides"))
+    planner = TimedPlanner(TruthMapPlanner(inner, world) if c.get("truth_map") else inner)
     gains = ControllerGains().with_overrides({key: c[key] for key in GAIN_OPTIONS if c.get(key) is not None})
     res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed), gains=gains)
     stats = getattr(planner.planner, "stats", None)
@@ -301,6 +360,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ego-variant", nargs="+", action="append", default=[], metavar="LABEL [KEY=VALUE]",
                     help="also fly EGO with these EgoConfig overrides (dotted keys, YAML values) as row ego[LABEL], "
                          "seed by seed beside the default (repeatable)")
+    ap.add_argument("--ego-truth-map", action="store_true",
+                    help="also fly every EGO row with the forest itself as its map (rows ego[truth map], ego[LABEL, truth map]): the "
+                         "planner's own ceiling, without what its camera has not seen")
     ap.add_argument("--drag-feedforward", type=float, default=None, metavar="F",
                     help="the simulated controller's ControllerGains.drag_feedforward for every flight (default: "
                          "its default, 1; 0 = Lee's law without the rotor-drag feed-forward)")
@@ -349,12 +411,16 @@ def main(argv=None) -> int:
     cases = []
     for v in args.speeds:
         for name in args.planners:
-            rows = [(name, None)] + ([(f"ego[{label}]", overrides) for label, overrides in variants] if name == "ego" else [])
+            rows = [(name, None, False)] + ([(f"ego[{label}]", overrides, False) for label, overrides in variants]
+                                            if name == "ego" else [])
+            if name == "ego" and args.ego_truth_map:
+                rows += [(f"{label[:-1]}, truth map]" if label.endswith("]") else f"{label}[truth map]", overrides, True)
+                         for label, overrides, _ in rows]
             cases += [{"label": label, "name": name, "max_vel": v,
                        "max_acc": args.max_acc if args.max_acc is not None else default_max_acc(v),
                        "density": args.density, "time_scale": args.time_scale, "model": args.model,
-                       "overrides": overrides, **gains}
-                      for label, overrides in rows]
+                       "overrides": overrides, "truth_map": truth, **gains}
+                      for label, overrides, truth in rows]
     wall0 = time.perf_counter()
     results = run_cases(cases, seeds, args.verbose, args.workers, args.ray_address)
     width = max([8] + [len(r["planner"]) for r in results])

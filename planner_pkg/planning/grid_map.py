@@ -398,6 +398,21 @@ class OccupancyGridMap:
         i1 = np.minimum(np.floor(hi / self.res - 0.5).astype(np.int64) - self.origin + 1, self.dims)
         return i0, i1
 
+    def set_known(self, occupied) -> None:
+        """Replace the window's contents by a known occupancy: every voxel observed, occupied
+        where ``occupied`` (bool, the window's shape ``dims``) is True, free elsewhere (the
+        clamped log-odds), the inflation recomputed at once. For a map given rather than sensed
+        (a survey, or the world itself in a simulation study of the planner alone); depth frames
+        fused afterwards update it as usual."""
+        occ = np.asarray(occupied)
+        if occ.shape != self.log_odds.shape or occ.dtype != np.bool_:
+            raise ValueError(f"OccupancyGridMap.set_known: occupied must be a bool array of the window's shape "
+                             f"{self.log_odds.shape}, got {occ.dtype} {occ.shape}")
+        self.occupied[:] = occ
+        self.log_odds[:] = np.where(occ, np.float32(self.l_max), np.float32(self.l_min))
+        self._mark_dirty(np.zeros(3, np.int64), self.dims - 1)
+        self._refresh()
+
     def is_known(self, points) -> np.ndarray:
         """(N,) bool: has each world point's voxel been observed (inside the window)?"""
         idx = self.local_index(points)

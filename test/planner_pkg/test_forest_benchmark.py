@@ -65,3 +65,55 @@ def test_the_tilt_limit_option_reaches_the_simulated_controller(monkeypatch):
     for bad in ("95", "0", "nan"):
         with pytest.raises(SystemExit):
             forest.main(["--episodes", "1", "--max-tilt-deg", bad])
+
+
+def test_the_true_occupancy_is_every_voxel_within_half_a_voxel_of_a_trunk():
+    """``true_occupancy`` against the world's own signed distance at every voxel centre of a
+    window below the trunks' tops (the forest's case: trunks taller than the map's ceiling), and
+    the trunk tops where the window reaches above them; anything but a trunk is refused."""
+    from planner_pkg.planning.grid_map import GridMapConfig, OccupancyGridMap
+    from planner_pkg.world import Box, Cylinder, World
+
+    forest = _forest_module()
+    world = World((-5.0, -5.0, 0.0), (5.0, 5.0, 6.0), [Cylinder((1.02, 0.33), 0.41, 6.0), Cylinder((-2.5, -1.1), 0.27, 5.5),
+                                                      Cylinder((2.0, 3.9), 0.5, 6.0)])
+    m = OccupancyGridMap(GridMapConfig(size_m=(6.0, 6.0, 2.0)), center=(0.0, 0.0, 1.5))
+    occ = forest.true_occupancy(world, m)
+    idx = np.argwhere(np.ones(tuple(m.dims), dtype=bool))
+    want = (world.signed_distance(m.index_to_position(idx)) <= 0.5 * m.res).reshape(tuple(m.dims))
+    np.testing.assert_array_equal(occ, want)
+    assert 0 < occ.sum() < occ.size
+    # a short trunk inside the window: its voxels end half a voxel above its top
+    short = World((-5.0, -5.0, 0.0), (5.0, 5.0, 6.0), [Cylinder((0.0, 0.0), 0.3, 1.2)])
+    occ = forest.true_occupancy(short, m)
+    column = occ[m.local_index(np.array([[0.05, 0.05, 1.0]]))[0][0], m.local_index(np.array([[0.05, 0.05, 1.0]]))[0][1]]
+    z = (np.arange(m.dims[2]) + m.origin[2] + 0.5) * m.res
+    np.testing.assert_array_equal(column, z <= 1.25)
+    with pytest.raises(ValueError, match="trunks only"):
+        forest.true_occupancy(World((-5.0, -5.0, 0.0), (5.0, 5.0, 6.0), [Box((1.0, 0.0, 1.0), (0.5, 0.5, 2.0))]), m)
+
+
+def test_the_truth_map_planner_sets_its_map_to_the_world_and_again_when_it_moves():
+    """``TruthMapPlanner``: after the first update the EGO planner's map is the true occupancy
+    (every voxel observed); when the window moves with the vehicle it is set again (the new
+    voxels are known too); the planner's stats and config are its own."""
+    from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
+    from planner_pkg.types import VehicleState
+
+    forest = _forest_module()
+    world = forest.forest_world(3)
+    inner = EgoPlanner(EgoConfig())
+    planner = forest.TruthMapPlanner(inner, world)
+    start = np.array(forest.START)
+    planner.reset(start, np.array(forest.GOAL))
+    planner.update(VehicleState.at_rest(start, t=0.0), None)
+    m = inner.map
+    np.testing.assert_array_equal(m.occupied, forest.true_occupancy(world, m))
+    assert (m.log_odds >= m._known_min).all() and m.occupied.any()
+    assert planner.stats is inner.stats and planner.config is inner.config
+    origin = m.origin.copy()
+    moved = start + np.array([5.0, 0.0, 0.0])
+    planner.update(VehicleState(0.1, moved, np.zeros(3), [0.0, 0.0, 0.0, 1.0], np.zeros(3)), None)
+    assert (m.origin != origin).any()
+    np.testing.assert_array_equal(m.occupied, forest.true_occupancy(world, m))
+    assert m.is_known(moved[None] + np.array([[11.0, 0.0, 0.0], [-1.0, 11.0, 0.5]])).all()

@@ -257,3 +257,35 @@ def test_from_dict_rejects_unknown_keys():
     with pytest.raises(ValueError, match="resolution"):
         GridMapConfig.from_dict({"resolution": 0.1})
     assert GridMapConfig.from_dict({"resolution_m": 0.2}).resolution_m == 0.2
+
+
+def test_a_known_occupancy_replaces_the_window_and_its_inflation():
+    """set_known: every voxel observed, occupied exactly where given, blocked where a fused cloud
+    of the same voxels would block (the inflation recomputed at once, the floor and ceiling kept);
+    a wrong shape or dtype is refused and leaves the map as it was."""
+    given = new_map(inflation_m=0.3, inflation_shape="cylinder")
+    sensed = new_map(inflation_m=0.3, inflation_shape="cylinder")
+    sensed.insert_point_cloud(ORIGIN, wall(5.0))  # something the known occupancy overwrites
+    occ = np.zeros(tuple(given.dims), dtype=bool)
+    pts = np.array([[2.05, 0.05, 1.05], [2.05, 0.15, 1.05], [-3.05, 2.05, 1.45]])
+    idx = given.local_index(pts)
+    occ[idx[:, 0], idx[:, 1], idx[:, 2]] = True
+    for m in (given, sensed):
+        m.set_known(occ)
+    cloud = new_map(inflation_m=0.3, inflation_shape="cylinder")
+    for _ in range(3):
+        cloud.insert_point_cloud(ORIGIN, pts)
+    rng = np.random.default_rng(3)
+    probe = np.vstack([rng.uniform(given.window_min, given.window_max, (4000, 3)),
+                       (pts[:, None, :] + rng.uniform(-0.45, 0.45, (3, 400, 3))).reshape(-1, 3)])
+    for m in (given, sensed):
+        assert m.is_known(probe).all()
+        np.testing.assert_array_equal(m.occupied, occ)
+        np.testing.assert_array_equal(m.is_occupied(probe), cloud.is_occupied(probe))
+        np.testing.assert_array_equal(m.is_blocked(probe), cloud.is_blocked(probe))
+    assert given.is_blocked(probe).sum() > given.is_occupied(probe).sum() > 0
+    before = given.log_odds.copy()
+    for bad in (occ[:-1], occ.astype(np.uint8), occ.tolist()[0]):
+        with pytest.raises(ValueError, match="set_known"):
+            given.set_known(bad)
+    np.testing.assert_array_equal(given.log_odds, before)
