@@ -107,7 +107,8 @@ class PlanManager:
 
         The initial guess: with ``guided``, along an A* path from p0 to the target (string-pulled,
         see :func:`guided_spline`), cruising at ``guided_speed_fraction`` (0 < f <= 1) x the speed
-        limit and reaching the target at f x ``target_vel`` (a slower guess has its control points
+        limit (for f < 1 slowing to it from a faster start along the path) and reaching the target
+        at f x ``target_vel`` (a slower guess has its control points
         closer together along the path, so the curve can follow a tight way through); otherwise
         ``previous`` and ``via`` shape it (see :func:`initial_spline`; ``previous`` is reused from
         its time ``previous_t``, where it is at p0: ``t_now`` when None). ``time_scale``

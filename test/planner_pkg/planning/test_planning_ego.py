@@ -459,9 +459,10 @@ def test_a_plan_from_rest_starts_from_the_guided_guess_after_failures(rotation):
     next one starts from the next guess in turn either way, so every guess gets its tick."""
     from planner_pkg.planning.planner_manager import PlanOutcome
 
-    # (the crawl guess that follows failed plans from rest has its own test)
+    # (the crawl guess that follows failed plans from rest and the slowing guess that follows
+    # failed replans in flight have their own tests)
     planner = EgoPlanner(EgoConfig(map=SMALL_MAP, rest_guess_rotation=rotation, rest_plan_iterations=0,
-                                   crawl_after_rest_failures=0))
+                                   crawl_after_rest_failures=0, flight_brake_after_failures=0))
     planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
     asked = []
 
