@@ -617,16 +617,11 @@ def test_a_turn_on_the_spot_plans_again_once_facing_the_heading_or_after_its_per
     assert planner.fsm.history[-1].target is FsmState.EXEC_TRAJ and hasattr(out, "sample"), planner.fsm.history[-1]
 
 
-@pytest.mark.parametrize("after", [0, 3])
-def test_after_failed_plans_from_rest_the_guided_guess_is_tried_first_at_a_crawl(after):
-    """crawl_after_rest_failures k: after k failed plans from rest in a row every other plan from
-    rest tries the A*-guided guess at crawl_speed_fraction first (then its usual guesses; the plans
-    between try the usual guesses alone, so a crawl that spends the budget cannot starve them);
-    never in flight, never with k = 0."""
+def _failing_guesses(planner):
+    """Reset ``planner`` toward +x and make every guess it tries fail; returns the list that
+    records each guess as (guided, guided_speed_fraction)."""
     from planner_pkg.planning.planner_manager import PlanOutcome
 
-    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, crawl_after_rest_failures=after, crawl_speed_fraction=0.25,
-                                   rest_plan_iterations=0))
     planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
     asked = []
 
@@ -635,6 +630,18 @@ def test_after_failed_plans_from_rest_the_guided_guess_is_tried_first_at_a_crawl
         return PlanOutcome(None, "failed on purpose")
 
     planner.manager.plan = failing_plan
+    return asked
+
+
+@pytest.mark.parametrize("after", [0, 3])
+def test_after_failed_plans_from_rest_the_guided_guess_is_tried_first_at_a_crawl(after):
+    """crawl_after_rest_failures k: after k failed plans from rest in a row every other plan from
+    rest tries the A*-guided guess at crawl_speed_fraction first (then its usual guesses; the plans
+    between try the usual guesses alone, so a crawl that spends the budget cannot starve them);
+    never in flight, never with k = 0 (the slowing guess in flight has its own test)."""
+    planner = EgoPlanner(EgoConfig(map=SMALL_MAP, crawl_after_rest_failures=after, crawl_speed_fraction=0.25,
+                                   rest_plan_iterations=0, flight_brake_after_failures=0))
+    asked = _failing_guesses(planner)
     crawls = []
     for _ in range(7):
         asked.clear()
@@ -657,18 +664,9 @@ def test_after_failed_replans_in_flight_a_slowing_guided_guess_is_tried_first(af
     """flight_brake_after_failures k: in flight, after k failed replans in a row every other
     replan first tries the A*-guided guess slowing to flight_brake_speed_fraction x the limit
     (then its usual guesses); never with k = 0, never from rest (that is the crawl's rule)."""
-    from planner_pkg.planning.planner_manager import PlanOutcome
-
     planner = EgoPlanner(EgoConfig(map=SMALL_MAP, flight_brake_after_failures=after, flight_brake_speed_fraction=0.4,
                                    crawl_after_rest_failures=0))
-    planner.reset(np.array([0.0, 0.0, 1.0]), np.array([11.0, 0.0, 1.0]))
-    asked = []
-
-    def failing_plan(*args, **kwargs):
-        asked.append((bool(kwargs.get("guided")), kwargs.get("guided_speed_fraction", 1.0)))
-        return PlanOutcome(None, "failed on purpose")
-
-    planner.manager.plan = failing_plan
+    asked = _failing_guesses(planner)
     state = VehicleState(1.0, [0.0, 0.0, 1.0], [3.0, 0.0, 0.0], [0, 0, 0, 1], np.zeros(3))
     firsts = []
     for failures in range(7):

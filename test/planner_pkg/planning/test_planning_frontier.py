@@ -252,14 +252,19 @@ def test_collision_check_of_a_limited_trajectory_reports_its_own_time():
     assert traj.collision_time(m, 5.0, traj.t_warp - 5.0, 0.05) is None  # not within a shorter horizon
 
 
-def test_a_start_too_fast_for_the_known_space_brakes_at_the_full_limit_and_says_so():
+def too_fast_case(limit):
+    """A straight plan from START along +x at 3.33 m/s under a frame that saw 2 m ahead, limited by
+    ``limit``: (base, trajectory, report)."""
     m = OccupancyGridMap(SMALL_MAP, center=START)
     f = open_frame(2.0)
     m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
-    q = START + np.outer(np.arange(-1, 14) * 0.8, [1.0, 0.0, 0.0])  # from START at 3.33 m/s along +x
+    q = START + np.outer(np.arange(-1, 14) * 0.8, [1.0, 0.0, 0.0])
     base = BsplineTrajectory(UniformBSpline(q, 0.24), 0.0, 0.0)
-    limit = StopLimit(2.1, 3.0, 0.3, 0.15, 0.5, 0.2, 0.1)
-    traj, report = limit_to_known_space(base, m, limit)
+    return (base,) + limit_to_known_space(base, m, limit)
+
+
+def test_a_start_too_fast_for_the_known_space_brakes_at_the_full_limit_and_says_so():
+    base, traj, report = too_fast_case(StopLimit(2.1, 3.0, 0.3, 0.15, 0.5, 0.2, 0.1))
     assert report.limited and report.cannot_stop and "full acceleration limit" in report.describe()
     v0 = np.linalg.norm(base.state(0.0)[1])
     assert report.stop_m == pytest.approx(v0 ** 2 / (2 * 3.0), rel=1e-6)
@@ -433,13 +438,7 @@ def test_a_jerk_limited_onset_ramps_the_acceleration_and_still_stops_before_the_
 
 
 def test_a_start_too_fast_for_a_jerk_limited_stop_ramps_toward_the_full_limit_and_says_so():
-    m = OccupancyGridMap(SMALL_MAP, center=START)
-    f = open_frame(2.0)
-    m.insert_depth(f.depth, f.intrinsics, f.camera_position, f.camera_orientation)
-    q = START + np.outer(np.arange(-1, 14) * 0.8, [1.0, 0.0, 0.0])  # from START at 3.33 m/s along +x
-    base = BsplineTrajectory(UniformBSpline(q, 0.24), 0.0, 0.0)
-    limit = StopLimit(2.1, 3.0, 0.3, 0.15, 0.5, 0.2, 0.1, jerk_mps3=30.0)
-    traj, report = limit_to_known_space(base, m, limit)
+    base, traj, report = too_fast_case(StopLimit(2.1, 3.0, 0.3, 0.15, 0.5, 0.2, 0.1, jerk_mps3=30.0))
     assert report.limited and report.cannot_stop
     v0 = float(np.linalg.norm(base.state(0.0)[1]))
     # a ramp from cruise (no acceleration) to -3 m/s^2 in 0.1 s, then -3 m/s^2 to rest
