@@ -320,16 +320,25 @@ def limit_to_known_space(trajectory: BsplineTrajectory, grid_map, limit: StopLim
                                  cap), report
 
 
+def _ramp(v, a0, jerk: float, t):
+    """(distance m, speed m/s) ``t`` s into a ramp from speed ``v`` and acceleration ``a0`` whose
+    acceleration falls at ``jerk`` m/s^3 (arrays broadcast)."""
+    return v * t + 0.5 * a0 * t * t - jerk * t ** 3 / 6.0, v + a0 * t - 0.5 * jerk * t * t
+
+
+def _ramp_rest_time(v, a0, jerk: float):
+    """When the ramp of :func:`_ramp` from ``v`` >= 0 and ``a0`` reaches rest, s."""
+    return (a0 + np.sqrt(a0 * a0 + 2.0 * jerk * np.maximum(v, 0.0))) / jerk
+
+
 def _ramp_stop_distance(v: np.ndarray, a0: np.ndarray, decel: float, jerk: float) -> np.ndarray:
     """Distance to rest, m, from speeds ``v`` (K,) m/s and tangential accelerations ``a0`` (K,)
     m/s^2 when the acceleration ramps down at ``jerk`` m/s^3 to ``-decel`` and holds it (an ``a0``
     below ``-decel`` counts as ``-decel``); the speed may reach zero during the ramp."""
     a0 = np.maximum(a0, -decel)
-    t1 = (a0 + decel) / jerk
-    v1 = v + a0 * t1 - 0.5 * jerk * t1 * t1
-    full = v * t1 + 0.5 * a0 * t1 * t1 - jerk * t1 ** 3 / 6.0 + np.maximum(v1, 0.0) ** 2 / (2.0 * decel)
-    t0 = (a0 + np.sqrt(a0 * a0 + 2.0 * jerk * np.maximum(v, 0.0))) / jerk  # rest within the ramp
-    early = v * t0 + 0.5 * a0 * t0 * t0 - jerk * t0 ** 3 / 6.0
+    s1, v1 = _ramp(v, a0, jerk, (a0 + decel) / jerk)
+    full = s1 + np.maximum(v1, 0.0) ** 2 / (2.0 * decel)
+    early = _ramp(v, a0, jerk, _ramp_rest_time(v, a0, jerk))[0]  # rest within the ramp
     return np.where(v1 > 0.0, full, early)
 
 
@@ -364,12 +373,10 @@ def _jerk_limited_stop(trajectory: BsplineTrajectory, tau: np.ndarray, s: np.nda
     j0 = max(first - 1, 0)
     s0, v0, a0 = float(s[j0]), float(speed[j0]), max(float(acc_t[j0]), -decel)
     # the ramp, sampled in time (the profile's pieces of constant acceleration differ by jerk x 10 ms)
-    t1 = (a0 + decel) / jerk
-    t_rest = (a0 + math.sqrt(a0 * a0 + 2.0 * jerk * v0)) / jerk
-    t_ramp = min(t1, t_rest)
+    t_ramp = min((a0 + decel) / jerk, float(_ramp_rest_time(v0, a0, jerk)))
     tr = np.linspace(0.0, t_ramp, max(int(math.ceil(t_ramp / 0.01)), 1) + 1)
-    ramp_s = s0 + v0 * tr + 0.5 * a0 * tr * tr - jerk * tr ** 3 / 6.0
-    ramp_v = np.maximum(v0 + a0 * tr - 0.5 * jerk * tr * tr, 0.0)
+    ramp_s, ramp_v = _ramp(v0, a0, jerk, tr)
+    ramp_s, ramp_v = s0 + ramp_s, np.maximum(ramp_v, 0.0)
     s1, v1 = float(ramp_s[-1]), float(ramp_v[-1])
     s_end = s1 + v1 * v1 / (2.0 * decel)
     # then constant braking over the later path samples and the straight continuation past its end
