@@ -305,6 +305,7 @@ def test_depth_history_answers_from_the_frames_not_the_voxel_rays():
     (dict(stop_before_unknown="yes"), "unknown_space.stop_before_unknown"),
     (dict(braking_jerk_time_s=-0.1), "unknown_space.braking_jerk_time_s"),
     (dict(braking_jerk_time_s=0.1, turn_braking=True), "unknown_space.braking_jerk_time_s"),
+    (dict(turn_braking=True), "unknown_space.braking_jerk_time_s"),  # the default onset ramp is on
 ])
 def test_bad_unknown_space_config_names_the_key(kwargs, key):
     with pytest.raises(ValueError, match=key):
@@ -336,7 +337,8 @@ def test_braking_in_a_turn_shares_the_deceleration_with_the_turn(turn_braking):
     q = START + np.column_stack([6.0 * np.sin(ang), 6.0 * (1.0 - np.cos(ang)), np.zeros_like(ang)])
     base = BsplineTrajectory(UniformBSpline(q, 0.1), 0.0, 0.0)
     limit = StopLimit(4.2, 6.0, 0.3, 0.15, 0.5, 0.2, 0.1, turn_braking=turn_braking)
-    assert StopLimit.from_config(UnknownSpaceConfig(turn_braking=turn_braking), 6.0, 0.2, 0.1).turn_braking is turn_braking
+    config = UnknownSpaceConfig(turn_braking=turn_braking, braking_jerk_time_s=0.0 if turn_braking else 0.1)
+    assert StopLimit.from_config(config, 6.0, 0.2, 0.1).turn_braking is turn_braking
     traj, report = limit_to_known_space(base, m, limit, history)
     assert isinstance(traj, StopLimitedTrajectory) and report.limited and not report.cannot_stop
     assert report.known_free_m > 3.0
@@ -402,7 +404,9 @@ def test_a_jerk_limited_onset_ramps_the_acceleration_and_still_stops_before_the_
     limit = StopLimit(4.9, 7.0, 0.3, 0.15, 0.5, 0.2, 0.1)
     jerk = replace(limit, jerk_mps3=70.0)
     assert StopLimit.from_config(UnknownSpaceConfig(braking_jerk_time_s=0.1), 7.0, 0.2, 0.1).jerk_mps3 == pytest.approx(70.0)
-    assert StopLimit.from_config(UnknownSpaceConfig(), 7.0, 0.2, 0.1).jerk_mps3 == 0.0
+    # on by default (stop 45); 0 turns it off
+    assert StopLimit.from_config(UnknownSpaceConfig(), 7.0, 0.2, 0.1).jerk_mps3 == pytest.approx(70.0)
+    assert StopLimit.from_config(UnknownSpaceConfig(braking_jerk_time_s=0.0), 7.0, 0.2, 0.1).jerk_mps3 == 0.0
     (step, rep_step), (ramp, rep_ramp) = (limit_to_known_space(base, m, lim, history) for lim in (limit, jerk))
     assert isinstance(ramp, StopLimitedTrajectory) and rep_ramp.limited and not rep_ramp.cannot_stop
     assert rep_ramp.known_free_m == rep_step.known_free_m > 4.0
