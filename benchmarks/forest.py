@@ -303,6 +303,9 @@ def summarize_case(case, outs):
     def pct(values, q):
         return float(np.percentile(values, q)) if values else float("nan")
 
+    # the vehicle's distance from its position reference (None: the policy's acceleration commands)
+    track_p95 = [s.tracking_error_p95_m for s in rows if s.tracking_error_p95_m is not None]
+    track_max = [s.tracking_error_max_m for s in rows if s.tracking_error_max_m is not None]
     return {
         "planner": case.get("label", name),
         "kind": name,
@@ -329,6 +332,8 @@ def summarize_case(case, outs):
         "cpu_by_kind": replan_cpu_by_kind(replan_cpu_ms, [x for o in outs for x in o["plan_in_flight"]],
                                           [x for o in outs for x in o["replan_ok"]]),
         "fuse_p50": pct(fuse_ms, 50),
+        "track_p95": float(np.mean(track_p95)) if track_p95 else float("nan"),
+        "track_max": max(track_max, default=float("nan")),
         "per_episode": [s.to_dict() for s in rows],
     }
 
@@ -426,7 +431,7 @@ def main(argv=None) -> int:
     width = max([8] + [len(r["planner"]) for r in results])
     head = (f"{'planner':{width}s} {'v_max':>5s} {'a_max':>5s} {'success':>8s} {'coll':>5s} {'tout':>5s} {'speed':>6s} {'%vmax':>6s} "
             f"{'len/L':>6s} {'clr_min':>8s} {'clr_med':>8s} {'<0.1':>5s} {'peak':>5s} {'cmd':>5s} {'upd p50':>8s} {'upd p95':>8s} {'rpl p50':>8s} "
-            f"{'rpl p95':>8s} {'cpu p50':>8s} {'cpu p95':>8s} {'it p95':>6s} {'fuse':>6s}")
+            f"{'rpl p95':>8s} {'cpu p50':>8s} {'cpu p95':>8s} {'it p95':>6s} {'fuse':>6s} {'trk':>6s} {'trk max':>7s}")
     print()
     print(head)
     print("-" * len(head))
@@ -438,10 +443,11 @@ def main(argv=None) -> int:
               f"{r['clear_min']:8.3f} {r['clear_med']:8.3f} {r['clear_low']:5d} {r['peak'] / r['max_vel']:5.2f} {cmd} "
               f"{r['update_p50']:8.2f} {r['update_p95']:8.2f} "
               f"{r['replan_p50']:8.2f} {r['replan_p95']:8.2f} {r['cpu_p50']:8.2f} {r['cpu_p95']:8.2f} "
-              f"{r['iterations_p95']:6.0f} {r['fuse_p50']:6.2f}")
+              f"{r['iterations_p95']:6.0f} {r['fuse_p50']:6.2f} {r['track_p95']:6.3f} {r['track_max']:7.3f}")
     print("(speed m/s and len/L on successful flights; clearance m, <0.1: successful flights with less than "
           f"{CLEARANCE_TARGET_M:g} m; peak, cmd: highest flown and commanded speed over "
-          "all flights / max_vel; times ms; "
+          "all flights / max_vel; times ms; trk: each flight's p95 distance of the vehicle from its position "
+          "reference, averaged over the flights, trk max: the largest, m (nan: no position reference); "
           f"total wall {time.perf_counter() - wall0:.0f} s)")
     ego_rows = [r for r in results if r["kind"] == "ego"]
     if ego_rows:

@@ -110,6 +110,12 @@ class EpisodeSummary:
     depth_frames: Optional[int] = 0
     wall_time_s: Optional[float] = 0.0
     real_time_factor: Optional[float] = None
+    # distance of the vehicle from its position setpoint at each control tick (the planner's
+    # reference; ticks without a position setpoint and bad-setpoint holds left out), m;
+    # None where not measured: no position setpoint flown (acceleration or velocity commands), or a
+    # mission judged over ROS (the judge sees odometry, not the setpoints)
+    tracking_error_p95_m: Optional[float] = None
+    tracking_error_max_m: Optional[float] = None
     message: str = ""
 
     def to_dict(self) -> dict:

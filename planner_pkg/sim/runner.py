@@ -218,6 +218,7 @@ class ClosedLoopRunner:
         frames = planner_calls = 0
         command = None
         path_len, max_speed = 0.0, 0.0
+        tracking_errors: List[float] = []  # |vehicle - position setpoint| at each control tick, m
         reason, message = "timeout", ""
         wall0 = time.perf_counter()
 
@@ -311,6 +312,9 @@ class ClosedLoopRunner:
                         holding = False  # the planner's reference works again: streak over
                         if reference is fresh:
                             tracked, fresh = tracked + 1, None
+                    if not holding and setpoint.has_position:
+                        # how far the vehicle is from the reference it is told to fly (holds excluded)
+                        tracking_errors.append(float(np.linalg.norm(state.position - setpoint.position)))
                     command = controller.update(state, setpoint, control_dt)
                 vehicle.step(command, dt)
                 i += 1
@@ -345,6 +349,8 @@ class ClosedLoopRunner:
             depth_frames=frames,
             wall_time_s=wall_time,
             real_time_factor=time_s / wall_time if wall_time > 0 else None,
+            tracking_error_p95_m=percentile_or_none(tracking_errors, 95),
+            tracking_error_max_m=max(tracking_errors) if tracking_errors else None,
             message=message,
         )
         return EpisodeResult(summary, log, events, state, planner_references=tracked)

@@ -189,3 +189,21 @@ def test_runner_config_is_validated():
         RunnerConfig(depth_rate_hz=1000.0)
     with pytest.raises(ValueError, match="finite"):
         ClosedLoopRunner(EMPTY, DirectPlanner()).run([0, 0, math.nan], [1, 0, 1])
+
+
+def test_the_summary_reports_how_far_the_vehicle_flew_from_its_position_reference():
+    """The distance from the position setpoint at each control tick: a hold 0.5 m beside the start
+    begins exactly 0.5 m away and the vehicle closes the gap; a hold at the start keeps it within
+    millimetres; acceleration commands give no position reference, so no figure."""
+    start = np.array([0.0, 0.0, 1.5])
+    aside = run_episode(EMPTY, Recorder(Setpoint.hold(start + [0.0, 0.5, 0.0], 0.0)), start, [10, 0, 1.5],
+                        RunnerConfig(timeout_s=3.0)).summary
+    assert aside.tracking_error_max_m == pytest.approx(0.5, abs=1e-6)  # the first tick, before any motion
+    assert aside.tracking_error_p95_m < 0.5
+    here = run_episode(EMPTY, Recorder(Setpoint.hold(start, 0.0)), start, [10, 0, 1.5],
+                       RunnerConfig(timeout_s=1.0)).summary
+    assert here.tracking_error_max_m < 5e-3 and here.tracking_error_p95_m <= here.tracking_error_max_m
+    pushed = run_episode(EMPTY, Recorder(Setpoint.from_acceleration(np.zeros(3), 0.0)), start, [10, 0, 1.5],
+                         RunnerConfig(timeout_s=1.0)).summary
+    assert pushed.tracking_error_p95_m is None and pushed.tracking_error_max_m is None
+    assert {"tracking_error_p95_m", "tracking_error_max_m"} <= set(pushed.to_dict())
