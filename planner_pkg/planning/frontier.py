@@ -38,13 +38,13 @@ smooth paths); the *timing* of its result is limited afterwards:
    without it, braking at 8 m/s^2 in a turn asks for up to 9.9 m/s^2 in all (the controller is
    tilt-limited to ~9.8 m/s^2). Measured in the forest it cost speed and bought no clearance,
    hence off (see the option's description).
-4. With ``braking_jerk_time_s`` (default 0.1 s) the braking's onset is jerk-limited: where the cap binds the
-   plan's tangential acceleration (up to +max_acc while it speeds up) would step to ``-a_b``
-   within one sample, a step the vehicle's attitude cannot follow (it lags the reference). The
-   braking instead begins at the last path sample from which a stop whose acceleration ramps from
-   the plan's to ``-a_b`` at ``max_acc / braking_jerk_time_s`` still ends by ``s_stop``
-   (:func:`_ramp_stop_distance`, closed form), and the profile is ``min(v_plan, that ramp then
-   a_b to rest)``: it stops at most one sample short of ``s_stop`` and stays under the cap.
+4. With ``braking_jerk_time_s`` (default 0.1 s) the braking's onset is jerk-limited: where the
+   cap binds the plan's tangential acceleration (up to +max_acc while it speeds up) would step to
+   ``-a_b`` within one sample, a step the vehicle's attitude cannot follow (it lags the
+   reference). The braking instead begins at the last path sample from which a stop whose
+   acceleration ramps from the plan's to ``-a_b`` at ``max_acc / braking_jerk_time_s`` still ends
+   by ``s_stop`` (:func:`_ramp_stop_distance`, closed form), and the profile is ``min(v_plan, that
+   ramp then a_b to rest)``: it stops at most one sample short of ``s_stop`` and stays under the cap.
 
 When everything checked in 1. is known free the cap cannot bind (``s_stop - s >= v_top^2 /
 (2 a_b)`` on the whole path) and the trajectory is returned unchanged, the same object: in
