@@ -24,6 +24,8 @@ Printed per scenario and speed:
 - replan p50 / p95: wall time of the EGO plan attempts (all drones, all scenarios); solo p50:
   the same for the solo flights (same machine, same load: what the swarm adds); cpu p50: the
   planning ticks' CPU time (thread time: what the plan costs without the other processes' load);
+- trk / trk max: each drone's distance from its position reference over the control ticks (its
+  p95, averaged over the drones of every scenario / the largest over all of them), m;
 - wall: seconds of wall time per scenario.
 
 Never pass/fail on time. ``--time-scale K`` widens EGO's wall-clock safety nets (the simulated
@@ -185,19 +187,25 @@ def main(argv=None) -> int:
             ok = sum(1 for _, s, _, _ in rows if s["success"])
             seps = [s["min_inter_drone_distance_m"] for _, s, _, _ in rows if s["min_inter_drone_distance_m"]]
             ratios = [r for _, _, r, _ in rows if r is not None]
+            trk = [d["tracking_error_p95_m"] for _, s, _, _ in rows for d in s["drones"]
+                   if d["tracking_error_p95_m"] is not None]
+            trk_max = [d["tracking_error_max_m"] for _, s, _, _ in rows for d in s["drones"]
+                       if d["tracking_error_max_m"] is not None]
             table.append((scenario, v, len(rows), ok, np.median(seps), min(seps),
                           np.mean(ratios) if ratios else float("nan"),
                           np.percentile(replans, 50) if replans else float("nan"),
                           np.percentile(replans, 95) if replans else float("nan"),
                           np.percentile(solo_replans, 50) if solo_replans else float("nan"),
                           np.percentile(cpu, 50) if cpu else float("nan"),
+                          np.mean(trk) if trk else float("nan"), max(trk_max) if trk_max else float("nan"),
                           np.mean([w for *_, w in rows])))
     print()
     print(f"{'scenario':8s} {'v m/s':>5s} {'runs':>4s} {'success':>8s} {'sep p50':>8s} {'sep min':>8s} "
-          f"{'t/solo':>7s} {'replan p50':>10s} {'p95 ms':>7s} {'solo p50':>8s} {'cpu p50':>7s} {'wall s':>7s}")
-    for sc, v, n, ok, sep50, sepmin, ratio, r50, r95, s50, c50, wall in table:
+          f"{'t/solo':>7s} {'replan p50':>10s} {'p95 ms':>7s} {'solo p50':>8s} {'cpu p50':>7s} {'trk':>6s} {'trk max':>7s} "
+          f"{'wall s':>7s}")
+    for sc, v, n, ok, sep50, sepmin, ratio, r50, r95, s50, c50, trk, trk_max, wall in table:
         print(f"{sc:8s} {v:5.1f} {n:4d} {100.0 * ok / n:7.1f}% {sep50:8.2f} {sepmin:8.2f} {ratio:7.2f} "
-              f"{r50:10.1f} {r95:7.1f} {s50:8.1f} {c50:7.1f} {wall:7.0f}")
+              f"{r50:10.1f} {r95:7.1f} {s50:8.1f} {c50:7.1f} {trk:6.3f} {trk_max:7.3f} {wall:7.0f}")
     return 0
 
 

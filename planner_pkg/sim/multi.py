@@ -112,6 +112,8 @@ class VehicleOutcome:
     planner_calls: int = 0
     update_ms: List[float] = field(default_factory=list)
     planner_lost_at_s: Optional[float] = None
+    # |vehicle - position setpoint| at each control tick, m (holds after a bad setpoint left out)
+    tracking_errors: List[float] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         def num(x):
@@ -124,7 +126,9 @@ class VehicleOutcome:
                 "final_goal_distance_m": num(self.final_goal_distance_m), "planner_calls": self.planner_calls,
                 "update_ms_median": percentile_or_none(self.update_ms, 50),
                 "update_ms_p95": percentile_or_none(self.update_ms, 95),
-                "planner_lost_at_s": num(self.planner_lost_at_s)}
+                "planner_lost_at_s": num(self.planner_lost_at_s),
+                "tracking_error_p95_m": percentile_or_none(self.tracking_errors, 95),
+                "tracking_error_max_m": max(self.tracking_errors) if self.tracking_errors else None}
 
 
 @dataclass
@@ -164,6 +168,7 @@ class _Vehicle:
         self.log = FlightLog()
         self.down = False
         self.reference = None
+        self.holding = False  # flying a hold put in for a bad setpoint (not the planner's reference)
         self.command = None
         self.fresh_frame: Optional[SensorFrame] = None
         self.prev = None
@@ -327,7 +332,7 @@ class MultiVehicleRunner:
                         v.out.planner_calls += 1
                         v.fresh_frame = None
                         if result is not None and (isinstance(result, Setpoint) or callable(getattr(result, "sample", None))):
-                            v.reference = result
+                            v.reference, v.holding = result, False
                     if control_due or v.command is None:
                         setpoint = ClosedLoopRunner._resolve(v.reference, t)
                         if isinstance(setpoint, str):
@@ -336,6 +341,10 @@ class MultiVehicleRunner:
                                 logger.warning(text)
                                 events.append(text)
                             v.reference = setpoint = Setpoint.hold(state.position, state.yaw)
+                            v.holding = True
+                        if not v.holding and setpoint.has_position:
+                            # how far the vehicle is from the reference it is told to fly
+                            v.out.tracking_errors.append(float(np.linalg.norm(state.position - setpoint.position)))
                         v.command = v.controller.update(state, setpoint, control_dt)
                     v.vehicle.step(v.command, dt)
                 i += 1

@@ -120,3 +120,30 @@ def test_lost_planner_is_never_called_again_and_its_drone_hovers():
 def test_mismatched_starts_are_refused():
     with pytest.raises(ValueError, match="2 planners need 2 starts"):
         MultiVehicleRunner(EMPTY, [Scripted(), Scripted()]).run([[0, 0, 1]], [[1, 0, 1], [2, 0, 1]])
+
+
+class Offset(Scripted):
+    """Holds a point ``offset`` from its start (NaN: a bad setpoint every tick)."""
+
+    def __init__(self, offset):
+        super().__init__()
+        self.offset = np.asarray(offset, dtype=float)
+
+    def sample(self, t):
+        return Setpoint.hold(self.start + self.offset, 0.0)
+
+
+def test_each_drone_reports_how_far_it_flew_from_its_position_reference():
+    """A drone told to hold 0.5 m beside its start begins exactly 0.5 m away and closes the gap; one
+    holding its start stays within millimetres; one whose reference is never valid (NaN) flies the
+    runner's own hold, which is not its planner's reference: no figure."""
+    cfg = RunnerConfig(timeout_s=3.0, vehicle="point_mass")
+    aside, here, broken = Offset([0.0, 0.5, 0.0]), Offset([0.0, 0.0, 0.0]), Offset([math.nan, 0.0, 0.0])
+    res = MultiVehicleRunner(EMPTY, [aside, here, broken], cfg).run([[0, 0, 2], [0, 4, 2], [0, 8, 2]],
+                                                                    [[10, 0, 2], [10, 4, 2], [10, 8, 2]])
+    a, h, b = (v.to_dict() for v in res.vehicles)
+    assert a["tracking_error_max_m"] == pytest.approx(0.5, abs=1e-6)  # the first tick, before any motion
+    assert a["tracking_error_p95_m"] < 0.5
+    assert h["tracking_error_max_m"] < 5e-3 and h["tracking_error_p95_m"] <= h["tracking_error_max_m"]
+    assert b["tracking_error_p95_m"] is None and b["tracking_error_max_m"] is None
+    assert res.vehicles[2].tracking_errors == []
