@@ -131,6 +131,13 @@ class EgoConfig(Config):
         beyond the radius 2 / 5 against 2 / 6. Emergency stops are rare (a trunk seen late and a
         failed replan) and most are already clear straight ahead, so the effect is small.
     emergency_steer_gain_m: see ``emergency_steer_deg``, m.
+    inflation_block_braking: where the vehicle flies on past a block of the inflation's outer band
+        (``emergency_clearance_m``), it brakes on the trajectory's own curve to stop
+        ``unknown_space.margin_m`` short of the blocked point instead of flying into it at full
+        speed (:func:`~planner_pkg.planning.frontier.brake_before`: the stop limit's deceleration
+        with its jerk-limited onset, as late as that still stops in time, the full ``max_acc_mps2``
+        where the speed needs more room); the planner keeps replanning, and a replan that succeeds
+        takes over from the slower reference. Needs ``unknown_space.braking_jerk_time_s`` > 0.
     goal_search_radius_m: how far a goal inside an obstacle may be moved, m.
     target_search_radius_m: same for a local target, m.
     reached_tolerance_m: the mission is complete within this distance of the goal, m.
@@ -296,6 +303,7 @@ class EgoConfig(Config):
     emergency_clearance_m: Optional[float] = positive(0.25)
     emergency_steer_deg: Tuple[float, ...] = setting((25.0, 45.0), range=(0.0, 75.0))
     emergency_steer_gain_m: float = non_negative(0.05)
+    inflation_block_braking: bool = False
     goal_search_radius_m: float = non_negative(1.0)
     target_search_radius_m: float = non_negative(1.5)
     reached_tolerance_m: float = positive(0.2)
@@ -333,6 +341,11 @@ class EgoConfig(Config):
     unknown_space: UnknownSpaceConfig = field(default_factory=UnknownSpaceConfig)
     # EGO-Swarm (planning/swarm.py): used only once a swarm is attached (EgoPlanner.attach_swarm)
     swarm: SwarmConfig = field(default_factory=SwarmConfig)
+
+    def _check(self) -> None:
+        if self.inflation_block_braking and self.unknown_space.braking_jerk_time_s <= 0.0:
+            raise self._error("inflation_block_braking", "the braking before an inflation-only block needs a "
+                              "jerk-limited onset: set unknown_space.braking_jerk_time_s above 0")
 
     def at_speed(self, max_vel_mps: float) -> "EgoConfig":
         """This config flying ``max_vel_mps`` with the acceleration limit that speed needs

@@ -41,7 +41,7 @@ import numpy as np
 
 from planner_pkg.planning.ego_config import EgoConfig
 from planner_pkg.planning.emergency import choose_emergency_stop
-from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory
+from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory, brake_before
 from planner_pkg.planning.grid_map import OccupancyGridMap
 from planner_pkg.planning.grid_map_config import UnknownPolicy
 from planner_pkg.planning.initial_path import local_target
@@ -84,6 +84,7 @@ class PlannerStats:
     # failed replans with the trajectory blocked within emergency_time_s only by the inflation's
     # outer band (clear of every occupied voxel by EgoConfig.emergency_clearance_m): flown on
     inflation_only_blocks: int = 0
+    inflation_block_brakes: int = 0  # ... of which braked before the block (EgoConfig.inflation_block_braking)
     bad_frames: int = 0
     stop_limited: int = 0  # plans re-timed to stop before never-observed / blocked space
     cannot_stop: int = 0  # ... of which the start speed needed more room than was known free
@@ -130,8 +131,9 @@ class EgoPlanner:
         self._unobserved: Optional[BsplineTrajectory] = None  # the last plan refused for unobserved space
         self._hold_point: Optional[np.ndarray] = None  # the latched hold position, m (None: not holding)
         u = config.unknown_space
-        self._stop_limit = StopLimit.from_config(u, config.max_acc_mps2, config.map.inflation_m,
-                                                 config.map.resolution_m) if u.stop_before_unknown else None
+        limit = StopLimit.from_config(u, config.max_acc_mps2, config.map.inflation_m, config.map.resolution_m)
+        self._stop_limit = limit if u.stop_before_unknown else None
+        self._block_limit = limit if config.inflation_block_braking else None  # see _brake_before_block
         self._history = DepthHistory(u.history_frames, u.history_period_s, config.map.resolution_m)
         self._cloud_only_reported = False
         self.swarm = None  # EGO-Swarm: a planning.swarm.SwarmView, see attach_swarm
@@ -596,8 +598,9 @@ class EgoPlanner:
             return False, None
         self._collision_time = None
         if isinstance(traj, StopLimitedTrajectory) and traj.t_warp - 1.0 / self.rate_hz <= t < traj.t_end:
-            # braking for space the camera had not seen when it was planned: it may have by now
-            self.fsm.transition(FsmState.REPLAN_TRAJ, "reaching the stop before unobserved space", t)
+            # braking for space the camera had not seen when it was planned (it may have by now), or
+            # before a block of the inflation that a replan may get round by now
+            self.fsm.transition(FsmState.REPLAN_TRAJ, "reaching a planned stop (unobserved space or a block ahead)", t)
             return False, None
         near_end = self._target_is_goal and traj.t_end - t < 1.0
         lag = float(np.linalg.norm(traj.state(t)[0] - state.position))
@@ -630,10 +633,22 @@ class EgoPlanner:
         if emergency and self._inflation_only(t):
             self.stats.inflation_only_blocks += 1
             n = self.stats.inflation_only_blocks
+            braked, report = (brake_before(self.trajectory, t, hit, self._block_limit) if self._block_limit is not None
+                              else (None, None))
             if n <= 3 or n % 50 == 0:
+                what = ("flying on" if braked is None else
+                        f"braking on its curve to stop {report.known_free_m - report.stop_m:.2f} m "
+                        f"before the block" + (" (at the full acceleration limit: it needs more room)"
+                                               if report.cannot_stop else ""))
                 self._event(t, f"trajectory blocked {hit - t:.2f} s ahead by the inflation only (at least "
                                f"{self.config.emergency_clearance_m:.2f} m from every occupied voxel; {n} so far) and "
-                               f"replanning failed ({out.message}): flying on")
+                               f"replanning failed ({out.message}): {what}")
+            if braked is not None:
+                self.stats.inflation_block_brakes += 1
+                self.trajectory = braked
+                self.fsm.transition(FsmState.EXEC_TRAJ, f"replan failed, braking before the inflation-only block "
+                                    f"{hit - t:.2f} s ahead: {out.message}", t)
+                return True, braked
             emergency = False
         if emergency:
             c = self.config

@@ -70,7 +70,8 @@ from planner_pkg.planning.collision_pairs import curve_collision_time
 from planner_pkg.planning.trajectory import BsplineTrajectory, HeadingProfile
 from planner_pkg.types import Setpoint
 
-__all__ = ["UnknownSpaceConfig", "StopLimit", "FrontierReport", "StopLimitedTrajectory", "limit_to_known_space", "observed"]
+__all__ = ["UnknownSpaceConfig", "StopLimit", "FrontierReport", "StopLimitedTrajectory", "limit_to_known_space",
+           "brake_before", "observed"]
 
 _SCHEMA = Schema(sep=" ")
 _SPEED_TOL = 1e-9  # m/s: the plan's speed may touch the cap
@@ -255,6 +256,62 @@ def _stop_point(room_m: float, latency_s: float, v_latency: Optional[float], s: 
     return stop(hi)
 
 
+def _path_samples(spline, step_m: float):
+    """(tau, positions, velocities, speeds, arc lengths) of ``spline`` at about every ``step_m`` of
+    its path (20 to 4000 samples, uniform in its time ``tau``)."""
+    duration = spline.duration
+    vbound = max(spline.max_derivative_norm(1), 1e-3)
+    n = int(min(max(math.ceil(duration * vbound / step_m) + 1, 20), 4000))
+    tau = np.linspace(0.0, duration, n)
+    pts = spline.evaluate(tau)
+    d1 = spline.derivative().evaluate(tau)
+    speed = np.sqrt((d1 * d1).sum(axis=1))
+    s = np.concatenate([[0.0], np.cumsum(np.sqrt((np.diff(pts, axis=0) ** 2).sum(axis=1)))])
+    return tau, pts, d1, speed, s
+
+
+def brake_before(trajectory, t_now: float, t_block: float, limit: StopLimit):
+    """``trajectory`` re-timed to stop on its own path ``limit.margin_m`` short of the point it
+    reaches at ``t_block`` (absolute, s), braking no earlier than ``t_now``: a
+    :class:`StopLimitedTrajectory` whose braking onset is jerk-limited as in
+    :func:`limit_to_known_space` (``limit.jerk_mps3`` > 0 needed), or None where there is nothing to
+    re-time: ``trajectory`` is a stop-limited one already braking at ``t_now`` (or one whose own stop
+    comes first), or neither kind (an emergency stop). Where the speed at ``t_now`` needs more room the
+    braking goes to the full ``max_decel_mps2`` and stops where that allows (``report.cannot_stop``).
+    For a trajectory blocked ahead in the map (by the inflation only) whose replan failed: the
+    vehicle keeps to the collision-checked curve and slows down before the block instead of flying
+    into it at full speed, while the planner keeps replanning."""
+    if limit.jerk_mps3 <= 0.0:
+        raise ValueError("brake_before needs a jerk-limited braking onset (StopLimit.jerk_mps3 > 0)")
+    if isinstance(trajectory, StopLimitedTrajectory):
+        if t_now >= trajectory.t_warp:
+            return None, None
+        base, tau_block = trajectory.base, trajectory.base_time(t_block) - trajectory.t_start
+        old_stop = trajectory.s_stop
+    elif isinstance(trajectory, BsplineTrajectory):
+        base, tau_block, old_stop = trajectory, t_block - trajectory.t_start, math.inf
+    else:
+        return None, None
+    spline = base.spline
+    tau, pts, d1, speed, s = _path_samples(spline, limit.step_m)
+    s_block = float(np.interp(tau_block, tau, s))
+    s_stop = max(s_block - limit.margin_m, 0.0)
+    if s_stop >= old_stop:
+        return None, None  # its braking for unknown space stops first
+    i0 = min(int(np.searchsorted(tau, t_now - base.t_start, side="left")), tau.shape[0] - 1)
+    d2 = spline.derivative().derivative().evaluate(tau)
+    acc_t = (d1 * d2).sum(axis=1) / np.maximum(speed, 1e-9)
+    v_end = float(speed[-1])
+    chord = pts[-1] - pts[-2]
+    c = float(np.sqrt(chord @ chord))
+    direction = d1[-1] / v_end if v_end > 1e-6 else chord / c if c > 1e-9 else np.zeros(3)
+    out, report = _jerk_limited_stop(base, tau, s, speed, acc_t, direction, s_stop, s_block, "blocked", limit,
+                                     first_sample=i0)
+    if out is base:
+        return None, None  # stops by then anyway (the plan ends at rest first)
+    return out, report
+
+
 def limit_to_known_space(trajectory: BsplineTrajectory, grid_map, limit: StopLimit, history=None):
     """``(trajectory or a StopLimitedTrajectory, FrontierReport)``: ``trajectory`` itself when it
     can stop inside known free space from every point (see the module docstring).
@@ -262,16 +319,10 @@ def limit_to_known_space(trajectory: BsplineTrajectory, grid_map, limit: StopLim
     history: a :class:`~planner_pkg.planning.visibility.DepthHistory` (or None): space its frames
     saw free counts as known even where the voxel map's rays left gaps."""
     spline = trajectory.spline
-    duration = spline.duration
     a_b = limit.decel_mps2
     step = limit.step_m
-    vbound = max(spline.max_derivative_norm(1), 1e-3)
-    n = int(min(max(math.ceil(duration * vbound / step) + 1, 20), 4000))
-    tau = np.linspace(0.0, duration, n)
-    pts = spline.evaluate(tau)
-    d1 = spline.derivative().evaluate(tau)
-    speed = np.sqrt((d1 * d1).sum(axis=1))
-    s = np.concatenate([[0.0], np.cumsum(np.sqrt((np.diff(pts, axis=0) ** 2).sum(axis=1)))])
+    tau, pts, d1, speed, s = _path_samples(spline, step)
+    n = tau.shape[0]
     length = float(s[-1])
     v_top = float(speed.max())
     v0, v_end = float(speed[0]), float(speed[-1])
@@ -357,25 +408,32 @@ def _first_late(s: np.ndarray, speed: np.ndarray, acc_t: np.ndarray, s_stop: flo
 
 def _jerk_limited_stop(trajectory: BsplineTrajectory, tau: np.ndarray, s: np.ndarray, speed: np.ndarray,
                        acc_t: np.ndarray, direction: np.ndarray, s_stop: float, known_free: float, cause: str,
-                       limit: StopLimit):
+                       limit: StopLimit, first_sample: int = 0):
     """:func:`limit_to_known_space` with a jerk-limited braking onset (``limit.jerk_mps3``): the
     plan is flown to the last path sample from which the braking still stops by ``s_stop`` when
     its acceleration ramps from the plan's tangential one to ``-decel`` at the jerk limit; from
     there the speed is ``min(plan, ramp-then-constant braking)`` and ends at rest at most one
     sample short of ``s_stop``. A start that cannot stop so brakes toward the full ``max_acc``
-    (and stops where that allows, ``cannot_stop``)."""
+    (and stops where that allows, ``cannot_stop``). ``first_sample``: the braking starts at this
+    path sample or later (it is the start: the samples before it are flown already)."""
     jerk, decel = limit.jerk_mps3, limit.decel_mps2
-    first = _first_late(s, speed, acc_t, s_stop, decel, jerk)
+    i0 = first_sample
+
+    def late_from(x):
+        k = _first_late(s[i0:], speed[i0:], acc_t[i0:], x, decel, jerk)
+        return None if k is None else k + i0
+
+    first = late_from(s_stop)
     if first is None:
         return trajectory, FrontierReport(known_free, cause, False)
-    cannot_stop = first == 0
+    cannot_stop = first == i0
     if cannot_stop:
         decel = max(limit.max_decel_mps2, decel)
-        s_stop = max(s_stop, float(_ramp_stop_distance(speed[:1], acc_t[:1], decel, jerk)[0]))
-        first = _first_late(s, speed, acc_t, s_stop, decel, jerk)
+        s_stop = max(s_stop, float(s[i0] + _ramp_stop_distance(speed[i0:i0 + 1], acc_t[i0:i0 + 1], decel, jerk)[0]))
+        first = late_from(s_stop)
         if first is None:
             return trajectory, FrontierReport(known_free, cause, False)
-    j0 = max(first - 1, 0)
+    j0 = max(first - 1, i0)
     s0, v0, a0 = float(s[j0]), float(speed[j0]), max(float(acc_t[j0]), -decel)
     # the ramp, sampled in time (the profile's pieces of constant acceleration differ by jerk x 10 ms)
     t_ramp = min((a0 + decel) / jerk, float(_ramp_rest_time(v0, a0, jerk)))

@@ -249,3 +249,47 @@ def test_a_block_by_the_inflation_alone_is_flown_on_with_an_emergency_clearance(
     planner.trajectory = committed
     _, again = planner._replan(VehicleState(4.0, EYE, V0, [0, 0, 0, 1], np.zeros(3)))
     assert isinstance(again, BrakingTrajectory)
+
+
+@pytest.mark.parametrize("trunk_x, room", [(4.0, True), (1.5, False)])
+def test_with_inflation_block_braking_the_vehicle_brakes_on_its_curve_before_the_block(trunk_x, room):
+    """inflation_block_braking: the failed replan with the trajectory blocked by the inflation alone
+    (a trunk 0.38 m beside the path) re-times the committed trajectory to stop 0.3 m
+    (``unknown_space.margin_m``) short of the blocked point instead of flying on at 5 m/s: with room
+    (the block ~0.7 s ahead) at the stop limit's 0.7 x 7 m/s^2; with none (~0.2 s) from now toward
+    the full 7 m/s^2, said in the event. The planner flies the re-timed trajectory and keeps
+    replanning; without a jerk-limited onset the option is refused."""
+    from planner_pkg.config_schema import ConfigError
+    from planner_pkg.planning.frontier import StopLimitedTrajectory
+    from planner_pkg.planning.planner_manager import PlanOutcome
+
+    config = EgoConfig(map=EgoConfig().map.with_overrides({"size_m": (16.0, 16.0, 3.0)}), emergency_steer_deg=(),
+                       emergency_decel_mps2=DECEL, emergency_clearance_m=0.25, max_vel_mps=6.0, max_acc_mps2=7.0,
+                       inflation_block_braking=True)
+    planner = EgoPlanner(config)
+    planner.reset(EYE, np.array([10.0, 0.0, 1.0]))
+    zs = np.arange(0.3, 2.5, 0.05)
+    fill(planner.map, np.stack([np.full_like(zs, trunk_x), np.full_like(zs, 0.38), zs], axis=1))
+    committed = straight_trajectory()
+    planner.trajectory = committed
+    hit = planner.manager.trajectory_collision_time(committed, 4.0, 1.0, 0.05)
+    assert hit is not None and hit - 4.0 < config.emergency_time_s
+    planner.manager.plan = lambda *args, **kwargs: PlanOutcome(None, "failed on purpose")
+    planner._collision_time, planner._collision_in_map = hit, True
+    done, out = planner._replan(VehicleState(4.0, EYE, V0, [0, 0, 0, 1], np.zeros(3)))
+    assert done and isinstance(out, StopLimitedTrajectory) and planner.trajectory is out and out.base is committed
+    assert planner.stats.inflation_only_blocks == 1 and planner.stats.inflation_block_brakes == 1
+    assert planner.stats.emergency_stops == 0 and "braking on its curve" in planner.events[-1]
+    x_block = committed.state(hit)[0][0]
+    if room:
+        assert out.stop_position[0] <= x_block - 0.3 + 1e-6 and out.stop_position[0] > x_block - 0.45
+        assert "full acceleration" not in planner.events[-1]
+    else:
+        assert out.stop_position[0] > x_block - 0.3 and "full acceleration" in planner.events[-1]
+        assert out.t_warp - 4.0 < 0.03
+    # flown: the vehicle's reference slows along the committed line
+    p, v, _ = out.state(out.t_end)
+    assert np.linalg.norm(v) == 0.0 and abs(p[1] - 0.02) < 1e-6
+    with pytest.raises(ConfigError, match="inflation_block_braking"):
+        EgoConfig(inflation_block_braking=True, unknown_space=EgoConfig().unknown_space.with_overrides(
+            {"braking_jerk_time_s": 0.0}))

@@ -11,6 +11,7 @@ from scipy.spatial.transform import Rotation
 from planner_pkg.planning.bspline import UniformBSpline
 from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner
 from planner_pkg.planning.frontier import (StopLimit, StopLimitedTrajectory, UnknownSpaceConfig, _ramp_stop_distance,
+                                          brake_before,
                                           limit_to_known_space)
 from planner_pkg.planning.grid_map import OccupancyGridMap
 from planner_pkg.planning.initial_path import initial_spline
@@ -456,3 +457,100 @@ def test_a_start_too_fast_for_a_jerk_limited_stop_ramps_toward_the_full_limit_an
     tangential = (a * v).sum(axis=1) / np.maximum(np.linalg.norm(v, axis=1), 1e-9)
     assert tangential[ts < traj.t_end - 0.01].min() == pytest.approx(-3.0, abs=1e-3)
     assert np.linalg.norm(np.diff(a, axis=0), axis=1)[ts[1:] < traj.t_end - 0.01].max() < 0.5
+
+
+# -- braking before a block on the committed trajectory (EgoConfig.inflation_block_braking) ------
+BLOCK_LIMIT = StopLimit(4.9, 7.0, 0.3, 0.15, 0.5, 0.2, 0.1, jerk_mps3=70.0)
+
+
+def cruise_case():
+    """A committed reference at ~6 m/s from t = 5 s along a gentle S-curve (30 m), no acceleration
+    along it at the start."""
+    from planner_pkg.planning.bspline import fit_cubic
+
+    dt = 0.1
+    xs = np.arange(0.0, 30.0 + 1e-9, 6.0 * dt)
+    pts = np.stack([xs, 0.5 * np.sin(xs / 5.0), np.ones_like(xs)], axis=1)
+    v = np.array([6.0, 0.6, 0.0])
+    return BsplineTrajectory(fit_cubic(pts, dt, v, v, np.zeros(3), np.zeros(3)), 5.0, start_yaw=0.0)
+
+
+def arc_length_at(traj, t0, t1, n=20000):
+    """Arc length of ``traj`` flown from t0 to t1, m (dense polyline)."""
+    p = traj.positions(np.linspace(t0, t1, n))
+    return float(np.linalg.norm(np.diff(p, axis=0), axis=1).sum())
+
+
+def test_braking_before_a_block_stops_on_the_curve_a_margin_short_of_it():
+    """Cruising at 6 m/s with the trajectory blocked 1.2 s ahead (7.2 m: room to brake at 4.9
+    m/s^2): the re-timed trajectory flies the plan until the latest point from which the
+    jerk-limited braking (70 m/s^3) still stops by the margin (0.3 m) before the block, keeps to the
+    planned curve, never brakes harder than 4.9 m/s^2 and stops at rest, at most one path sample
+    (0.1 m) short of that point."""
+    base = cruise_case()
+    t_now = 6.0
+    assert np.linalg.norm(base.state(t_now)[1]) == pytest.approx(6.0, abs=0.1)  # cruising
+    t_block = t_now + 1.2
+    traj, report = brake_before(base, t_now, t_block, BLOCK_LIMIT)
+    assert isinstance(traj, StopLimitedTrajectory) and report.limited and not report.cannot_stop
+    s_block = arc_length_at(base, base.t_start, t_block)
+    assert report.known_free_m == pytest.approx(s_block, abs=0.01)
+    assert s_block - 0.3 - 0.1 - 0.01 <= report.stop_m <= s_block - 0.3 + 0.01
+    assert t_now <= traj.t_warp < t_block
+    for t in np.linspace(t_now, traj.t_warp, 10):  # the plan itself up to the onset
+        for x, y in zip(traj.state(t), base.state(t)):
+            np.testing.assert_allclose(x, y, atol=1e-12)
+    ts, p, v, a, s = dense(traj, t_now, 20000)
+    speed = np.linalg.norm(v, axis=1)
+    assert speed[-1] == 0.0 and arc_length_at(traj, base.t_start, traj.t_end) == pytest.approx(report.stop_m, abs=2e-3)
+    tangential = (a * v).sum(axis=1) / np.maximum(speed, 1e-9)
+    braking = (ts > traj.t_warp) & (ts < traj.t_end - 0.01)
+    assert tangential[braking].min() >= -4.9 - 1e-6 and tangential[braking].min() < -4.8
+    assert np.linalg.norm(np.diff(a, axis=0), axis=1)[(ts[1:] > t_now) & (ts[1:] < traj.t_end - 0.01)].max() < 1.0
+    curve = base.spline.evaluate(np.linspace(0.0, base.spline.duration, 20000))
+    gap, _ = cKDTree(curve).query(p)
+    assert gap.max() < 1e-3
+    # the latest onset: braking one path sample later would no longer stop before the margin
+    v_w = float(np.linalg.norm(base.state(traj.t_warp)[1]))
+    later = _ramp_stop_distance(np.array([v_w]), np.zeros(1), 4.9, 70.0)[0]
+    s_warp = arc_length_at(base, base.t_start, traj.t_warp)
+    assert s_warp + later <= s_block - 0.3 + 1e-3 < s_warp + 0.1 + later + 0.05
+
+
+def test_braking_before_a_block_too_close_brakes_from_now_toward_the_full_limit():
+    """Blocked 0.4 s ahead at 6 m/s (2.4 m; a stop at 4.9 m/s^2 needs ~3.9 m): the braking starts
+    at the first path sample from now, ramps toward the full 7 m/s^2 and stops where that allows
+    (past the block: the planner says so with ``cannot_stop``)."""
+    base = cruise_case()
+    t_now = 6.0
+    traj, report = brake_before(base, t_now, t_now + 0.4, BLOCK_LIMIT)
+    assert report.cannot_stop and report.stop_m > report.known_free_m - 0.3
+    assert t_now <= traj.t_warp <= t_now + 0.1 / 6.0 + 1e-9
+    v0 = float(np.linalg.norm(base.state(traj.t_warp)[1]))
+    need = _ramp_stop_distance(np.array([v0]), np.zeros(1), 7.0, 70.0)[0]
+    s_warp = arc_length_at(base, base.t_start, traj.t_warp)
+    assert report.stop_m == pytest.approx(s_warp + need, abs=0.02)
+    ts, p, v, a, s = dense(traj, traj.t_warp, 20000)
+    tangential = (a * v).sum(axis=1) / np.maximum(np.linalg.norm(v, axis=1), 1e-9)
+    assert tangential[ts < traj.t_end - 0.01].min() == pytest.approx(-7.0, abs=1e-3)
+
+
+def test_braking_before_a_block_leaves_what_it_cannot_or_need_not_re_time():
+    """None for a stop-limited trajectory already braking and for an emergency stop; a stop-limited
+    one not braking yet is re-timed on its base to stop before the block, earlier than its own stop
+    before unknown space; a limit without a jerk-limited onset is refused."""
+    from planner_pkg.planning.trajectory import BrakingTrajectory
+
+    base, m, history = fast_case()
+    limited, report = limit_to_known_space(base, m, BLOCK_LIMIT, history)
+    assert isinstance(limited, StopLimitedTrajectory)
+    assert brake_before(limited, limited.t_warp + 0.01, limited.t_end, BLOCK_LIMIT) == (None, None)
+    # a block before its own stop: re-timed on its base, stopping earlier
+    again, rep = brake_before(limited, 5.0, limited.t_warp, BLOCK_LIMIT)
+    assert isinstance(again, StopLimitedTrajectory) and again.base is base and again.s_stop < limited.s_stop
+    assert not rep.cannot_stop and again.t_warp < limited.t_warp
+    assert again.s_stop <= rep.known_free_m - 0.3 + 1e-6
+    stop = BrakingTrajectory(START, [5.0, 0.0, 0.0], 5.0, 7.0)
+    assert brake_before(stop, 5.0, 5.5, BLOCK_LIMIT) == (None, None)
+    with pytest.raises(ValueError, match="jerk"):
+        brake_before(base, 6.0, 7.0, replace(BLOCK_LIMIT, jerk_mps3=0.0))
