@@ -133,7 +133,7 @@ class EgoPlanner:
         u = config.unknown_space
         limit = StopLimit.from_config(u, config.max_acc_mps2, config.map.inflation_m, config.map.resolution_m)
         self._stop_limit = limit if u.stop_before_unknown else None
-        self._block_limit = limit if config.inflation_block_braking else None  # see _brake_before_block
+        self._block_limit = limit if config.inflation_block_braking else None  # see EgoConfig.inflation_block_braking
         self._history = DepthHistory(u.history_frames, u.history_period_s, config.map.resolution_m)
         self._cloud_only_reported = False
         self.swarm = None  # EGO-Swarm: a planning.swarm.SwarmView, see attach_swarm
@@ -636,10 +636,12 @@ class EgoPlanner:
             braked, report = (brake_before(self.trajectory, t, hit, self._block_limit) if self._block_limit is not None
                               else (None, None))
             if n <= 3 or n % 50 == 0:
-                what = ("flying on" if braked is None else
-                        f"braking on its curve to stop {report.known_free_m - report.stop_m:.2f} m "
-                        f"before the block" + (" (at the full acceleration limit: it needs more room)"
-                                               if report.cannot_stop else ""))
+                what = "flying on"
+                if braked is not None:
+                    short = report.known_free_m - report.stop_m
+                    where = f"{short:.2f} m before the block" if short >= 0.0 else f"{-short:.2f} m into the block"
+                    what = (f"braking on its curve toward the full acceleration limit (it needs more room): stops {where}"
+                            if report.cannot_stop else f"braking on its curve to stop {where}")
                 self._event(t, f"trajectory blocked {hit - t:.2f} s ahead by the inflation only (at least "
                                f"{self.config.emergency_clearance_m:.2f} m from every occupied voxel; {n} so far) and "
                                f"replanning failed ({out.message}): {what}")
