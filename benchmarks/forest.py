@@ -68,6 +68,7 @@ from planner_pkg.planning.direct import DirectConfig, DirectPlanner  # noqa: E40
 from planner_pkg.planning.ego_planner import EgoConfig, EgoPlanner  # noqa: E402
 from planner_pkg.planning.ego_config import speed_scaled_max_acc  # noqa: E402
 from planner_pkg.sim import ControllerGains, RunnerConfig, run_episode  # noqa: E402
+from planner_pkg.sim.params import CameraParams  # noqa: E402
 from planner_pkg.world import Cylinder, generate_world  # noqa: E402
 
 START = (-20.0, 0.0, 1.0)
@@ -227,7 +228,9 @@ def run_forest_episode(cases, item):
     inner = make_planner(c["name"], c["max_vel"], c["max_acc"], c["time_scale"], c["model"], seed, c.get("overrides"))
     planner = TimedPlanner(TruthMapPlanner(inner, world) if c.get("truth_map") else inner)
     gains = ControllerGains().with_overrides({key: c[key] for key in GAIN_OPTIONS if c.get(key) is not None})
-    res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed), gains=gains)
+    camera = CameraParams() if c.get("camera_px") is None else CameraParams(*c["camera_px"])
+    res = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=timeout, seed=seed), gains=gains,
+                      camera=camera)
     stats = getattr(planner.planner, "stats", None)
     return {"summary": res.summary, "update_ms": planner.update_ms, "commanded": planner.commanded_peak[0],
             "replan_ms": list(stats.replan_ms) if stats is not None else [],
@@ -381,6 +384,10 @@ def main(argv=None) -> int:
     ap.add_argument("--max-tilt-deg", type=float, default=None, metavar="DEG",
                     help="the simulated controller's tilt limit (ControllerGains.max_tilt_rad) for every flight, "
                          "deg (default: its default, 45, PX4's MPC_TILTMAX_AIR default)")
+    ap.add_argument("--camera-px", type=int, nargs=2, default=None, metavar=("W", "H"),
+                    help="the simulated depth camera's image size for EGO and direct flights, px (default 64 48, "
+                         "the policy's input; same 90 deg field of view, finer pixels: what a deployment camera "
+                         "at a higher resolution sees of a trunk's edges)")
     ap.add_argument("--workers", type=int, default=1,
                     help="spread the episodes over N workers (Ray actors when N > 1 and ray is installed; default 1)")
     ap.add_argument("--ray-address", default="local", help="local (default), auto or ray://host:port")
@@ -406,11 +413,19 @@ def main(argv=None) -> int:
         ControllerGains().with_overrides({key: value for key, value in gains.items() if value is not None})
     except ValueError as exc:
         ap.error(str(exc))
+    if args.camera_px is not None:
+        if "policy" in args.planners:
+            ap.error("--camera-px: the policy's network reads the 64 x 48 image it was trained on")
+        try:
+            CameraParams(*args.camera_px)
+        except ValueError as exc:
+            ap.error(f"--camera-px: {exc}")
     if not (args.time_scale >= 1.0 and args.time_scale < float("inf")):
         ap.error("--time-scale must be a finite number >= 1")
     seeds = range(args.first_seed, args.first_seed + args.episodes)
     print(f"forest benchmark: {args.episodes} forests (seeds {seeds.start}..{seeds.stop - 1}), density "
           f"{args.density} /m^2, 40 m start-goal, quadrotor + 30 Hz depth camera"
+          + ("" if args.camera_px is None else f" ({args.camera_px[0]} x {args.camera_px[1]} px)")
           + (f", EGO wall-clock safety nets x{args.time_scale:g}" if args.time_scale != 1.0 else "")
           + f", {args.workers} worker(s)", flush=True)
     cases = []
@@ -424,7 +439,7 @@ def main(argv=None) -> int:
             cases += [{"label": label, "name": name, "max_vel": v,
                        "max_acc": args.max_acc if args.max_acc is not None else default_max_acc(v),
                        "density": args.density, "time_scale": args.time_scale, "model": args.model,
-                       "overrides": overrides, "truth_map": truth, **gains}
+                       "overrides": overrides, "truth_map": truth, "camera_px": args.camera_px, **gains}
                       for label, overrides, truth in rows]
     wall0 = time.perf_counter()
     results = run_cases(cases, seeds, args.verbose, args.workers, args.ray_address)
