@@ -50,7 +50,7 @@ def test_the_tilt_limit_option_reaches_the_simulated_controller(monkeypatch):
     class Stop(Exception):
         pass
 
-    def run_episode(world, planner, start, goal, config, gains):
+    def run_episode(world, planner, start, goal, config, gains, camera):
         seen.append(gains.max_tilt_rad)
         raise Stop
 
@@ -65,6 +65,32 @@ def test_the_tilt_limit_option_reaches_the_simulated_controller(monkeypatch):
     for bad in ("95", "0", "nan"):
         with pytest.raises(SystemExit):
             forest.main(["--episodes", "1", "--max-tilt-deg", bad])
+
+
+def test_the_camera_size_option_reaches_the_simulated_camera(monkeypatch):
+    """``--camera-px W H`` flies EGO and direct with a W x H depth image (the default camera
+    otherwise); the policy (its network reads 64 x 48) and a bad size are refused before anything
+    flies."""
+    forest = _forest_module()
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def run_episode(world, planner, start, goal, config, gains, camera):
+        seen.append((camera.width_px, camera.height_px, camera.hfov_deg))
+        raise Stop
+
+    monkeypatch.setattr(forest, "run_episode", run_episode)
+    case = {"label": "ego", "name": "ego", "max_vel": 6.0, "max_acc": 7.0, "density": 0.2, "time_scale": 1000.0,
+            "model": None, "overrides": None, "camera_px": [128, 96]}
+    for c in (case, dict(case, camera_px=None)):
+        with pytest.raises(Stop):
+            forest.run_forest_episode([c], (0, 0))
+    assert seen == [(128, 96, 90.0), (64, 48, 90.0)]
+    for bad in (["--camera-px", "0", "96"], ["--camera-px", "128", "96", "--planners", "ego", "policy"]):
+        with pytest.raises(SystemExit):
+            forest.main(["--episodes", "1"] + bad)
 
 
 def test_the_true_occupancy_is_every_voxel_within_half_a_voxel_of_a_trunk():
