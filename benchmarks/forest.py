@@ -45,6 +45,11 @@ on top as usual). It is the planner's own ceiling on these worlds: what it loses
 camera has not seen (late trunks, occlusion, the stop before never-observed space) is the
 difference to its twin row.
 
+``--camera-px W H`` flies every EGO and direct row with a W x H depth image instead of the default
+64 x 48 (the policy's input; same 90 deg field of view and range), e.g. 128 x 96: what a finer
+deployment camera changes (a trunk's edge toward the path is found up to a pixel, ~7 cm at 3 m,
+sooner). The policy is refused with it.
+
 Never pass/fail on time (machines differ). Run on one core for comparable numbers:
 ``OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python benchmarks/forest.py --episodes 100``.
 On a loaded machine EGO's wall-clock safety nets (optimiser, A*, retry time limits) fire long
