@@ -270,6 +270,15 @@ def _path_samples(spline, step_m: float):
     return tau, pts, d1, speed, s
 
 
+def _end_direction(pts: np.ndarray, d1: np.ndarray, speed: np.ndarray) -> np.ndarray:
+    """Unit direction the sampled path ends along: its end velocity's, else (ending at rest) its
+    last chord's, else zero."""
+    v_end = float(speed[-1])
+    chord = pts[-1] - pts[-2]
+    c = float(np.sqrt(chord @ chord))
+    return d1[-1] / v_end if v_end > 1e-6 else chord / c if c > 1e-9 else np.zeros(3)
+
+
 def brake_before(trajectory, t_now: float, t_block: float, limit: StopLimit):
     """``trajectory`` re-timed to stop on its own path ``limit.margin_m`` short of the point it
     reaches at ``t_block`` (absolute, s), braking no earlier than ``t_now``: a
@@ -301,10 +310,7 @@ def brake_before(trajectory, t_now: float, t_block: float, limit: StopLimit):
     i0 = min(int(np.searchsorted(tau, t_now - base.t_start, side="left")), tau.shape[0] - 1)
     d2 = spline.derivative().derivative().evaluate(tau)
     acc_t = (d1 * d2).sum(axis=1) / np.maximum(speed, 1e-9)
-    v_end = float(speed[-1])
-    chord = pts[-1] - pts[-2]
-    c = float(np.sqrt(chord @ chord))
-    direction = d1[-1] / v_end if v_end > 1e-6 else chord / c if c > 1e-9 else np.zeros(3)
+    direction = _end_direction(pts, d1, speed)
     out, report = _jerk_limited_stop(base, tau, s, speed, acc_t, direction, s_stop, s_block, "blocked", limit,
                                      first_sample=i0)
     if out is base:
@@ -333,9 +339,7 @@ def limit_to_known_space(trajectory: BsplineTrajectory, grid_map, limit: StopLim
     # returned unchanged. A plan that ends at rest (the final approach to the goal) is its own
     # stop: it needs only the margin beyond its end.
     rest_end = v_end <= _REST_MPS
-    chord = pts[-1] - pts[-2]
-    c = float(np.sqrt(chord @ chord))
-    direction = d1[-1] / v_end if v_end > 1e-6 else chord / c if c > 1e-9 else np.zeros(3)
+    direction = _end_direction(pts, d1, speed)
     if rest_end:
         ext_len = limit.margin_m + step
     else:
