@@ -275,7 +275,7 @@ class EgoConfig(Config):
         / 2, reached 99 / 98 / 99 % against 100 / 98 / 96 %, mean speed 1-4 % lower, replan CPU
         p95 +30-55 % (the recoveries from rest next to a trunk; the replans in flight +10-15 %).
         The optimiser's default here is not :class:`OptimizerConfig`'s either: it limits the
-        jerk (``jerk_time_s`` 0.1 s: the acceleration turns by at most its limit in 0.1 s), so a
+        jerk (``jerk_time_s`` 0.15 s: the acceleration turns by at most its limit in 0.15 s), so a
         swerve is a curve the vehicle tracks (see ``OptimizerConfig.jerk_time_s`` for the figures).
     unknown_space: an :class:`~planner_pkg.planning.frontier.UnknownSpaceConfig`: how the
         planner treats space its camera never observed (:mod:`planner_pkg.planning.frontier`).
@@ -339,7 +339,7 @@ class EgoConfig(Config):
     depth_pixel_stride: int = setting(1, range=(1, math.inf))
     map: GridMapConfig = field(default_factory=lambda: GridMapConfig(inflation_m=0.3,
                                                                      inflation_shape=InflationShape.CYLINDER))
-    optimizer: OptimizerConfig = setting(default_factory=lambda: OptimizerConfig(jerk_time_s=0.1), derived={
+    optimizer: OptimizerConfig = setting(default_factory=lambda: OptimizerConfig(jerk_time_s=0.15), derived={
         "max_vel_mps": "set by EgoConfig.max_vel_mps (the optimiser plans at plan_vel_mps)",
         "max_acc_mps2": "set by EgoConfig.max_acc_mps2"})
     yaw: YawConfig = field(default_factory=YawConfig)

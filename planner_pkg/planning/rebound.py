@@ -132,11 +132,18 @@ class OptimizerConfig(Config):
         was to hold (measured: +10 % over max_vel after a re-acceleration at 6 m/s^2), and a
         swerve whose lateral acceleration reverses within a few knots leaves it lagging the
         curve by 0.1-0.15 s (traced at 6 m/s: 0.43 m off it, 0.07 m from a trunk). 0 here (the
-        optimiser alone, as EGO); the planner's default (``EgoConfig.optimizer``) is 0.1 s (60 /
-        70 m/s^3 at 4 / 6 m/s), measured over 800 forest flights (``benchmarks/forest.py``,
-        seeds 0-399 at 4 and 6 m/s, paired with 0): 2 collisions against 6, 16 flights closer
-        than 0.1 m beyond the radius against 20 and 77 closer than 0.15 m against 105, for 0.6-2.3
-        % of mean speed. 0.3 s (measured earlier in 16 forests at 4 m/s) cost 7 % of the flight time.
+        optimiser alone, as EGO); the planner's default (``EgoConfig.optimizer``) is 0.15 s (40 /
+        47 m/s^3 at 4 / 6 m/s). 0.1 s against 0, over 800 forest flights (``benchmarks/forest.py``,
+        seeds 0-399 at 4 and 6 m/s, paired): 2 collisions against 6, 16 flights closer than 0.1 m
+        beyond the radius against 20 and 77 closer than 0.15 m against 105, for 0.6-2.3 % of mean
+        speed. 0.15 s against 0.1 (seeds 0-399 at 4 and 6 m/s, 0-99 at 2 m/s, paired): 897 of 900
+        reached against 898 (one collision at 6 m/s against one collision and one timeout; seed 61,
+        a pocket of trunks, timed out at 2 and 4 m/s), 7 flights closer than 0.1 m against 13, 44
+        closer than 0.15 m against 62, mean speed +0.2 to +0.8 % at 6 m/s and within 0.3 % at 4
+        and 2, flown peak 1.02x / 1.01x / 1.00x max_vel at 6 / 4 / 2 m/s against 1.04x / 1.05x /
+        1.01x, the vehicle's distance from its reference (each flight's p95) 0.11 against 0.125-0.13
+        m at 6 m/s and 0.07 against 0.077 m at 4 m/s. 0.2 s left one flight of 20 at 6 m/s 1.3 m
+        off its reference; 0.3 s (measured in 16 forests at 4 m/s) cost 7 % of the flight time.
     preconditioner_damping: L-BFGS runs in coordinates that whiten the smoothness term
         (:func:`~planner_pkg.planning.costs.smoothness_preconditioner`; this is its damping, the
         curvature per m^2 given to every free point); 0 = plain L-BFGS on the control points,

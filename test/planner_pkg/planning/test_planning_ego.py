@@ -264,11 +264,11 @@ def test_the_planner_factory_builds_it():
     assert make_planner("ego", PlannerOptions(max_vel_mps=6.0)).config.max_acc_mps2 == TRACKABLE_MAX_ACC_MPS2
     default = make_planner("ego").config
     assert default.max_vel_mps == EgoConfig().max_vel_mps and default.max_acc_mps2 == EgoConfig().max_acc_mps2
-    # the optimiser limits the jerk: the acceleration turns by at most its limit in 0.1 s
-    assert default.optimizer.jerk_time_s == 0.1
+    # the optimiser limits the jerk: the acceleration turns by at most its limit in 0.15 s
+    assert default.optimizer.jerk_time_s == 0.15
     fast = make_planner("ego", PlannerOptions(max_vel_mps=6.0))
     fast.reset(np.zeros(3), np.array([10.0, 0.0, 1.0]))
-    assert fast.manager.optimizer.max_jerk_mps3 == pytest.approx(TRACKABLE_MAX_ACC_MPS2 / 0.1)
+    assert fast.manager.optimizer.max_jerk_mps3 == pytest.approx(TRACKABLE_MAX_ACC_MPS2 / 0.15)
     retiming = EgoPlanner(EgoConfig(max_acc_mps2=4.0, reuse_retime_acc_fraction=0.5))
     retiming.reset(np.zeros(3), np.array([10.0, 0.0, 1.0]))
     assert retiming.manager.reuse_acc_mps2 == 2.0
