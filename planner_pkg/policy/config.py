@@ -175,6 +175,15 @@ class NetworkConfig(Config, schema=_SCHEMA, prefix="network."):
         against a linear drag ``drag`` the prior alone settles at the target speed. Without it
         the prior settles at ``gain / (gain + D)`` of the target (0.84 at gain 2, D 0.375: the
         network has to learn the missing thrust itself; measured in issue 16's note).
+    fine_branch: departure from the paper (False = the paper's single CNN): the CNN above reads
+        the image max-pooled by 2 (the nearest obstacle in each 2 x 2 cell, as a camera pooled to
+        half of ``observation.image_hw`` would give it), and a second CNN of the same shape reads
+        the full image; their embeddings are added. ``observation.image_hw`` must be even (e.g.
+        24 x 32 with a 12 x 16 coarse CNN). The second CNN's last linear layer starts at zero, so a
+        model trained on the coarse image (``policy train --init-from``) starts with exactly that
+        model's outputs and training brings the finer image in. Why: at 12 x 16 over a 90 deg
+        field one input cell is 5.6 deg wide, so a gap between trunks 5 m ahead narrower than
+        0.5 m falls inside one cell and reads as the trunk in front of it.
     """
 
     channels: Tuple[int, int, int] = setting((32, 64, 128), range=(1, MAX_CHANNELS))
@@ -184,6 +193,7 @@ class NetworkConfig(Config, schema=_SCHEMA, prefix="network."):
     max_accel_z_mps2: float = _positive(5.0)
     velocity_prior_gain_per_s: float = _non_negative(0.0)
     velocity_prior_drag_per_s: float = _non_negative(0.0)
+    fine_branch: bool = False
 
 
 @dataclass(frozen=True)
@@ -388,6 +398,12 @@ class PolicyConfig(Config, schema=_SCHEMA, prefix=""):
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def _check(self):
+        if self.network.fine_branch:
+            rows, cols = self.observation.image_hw
+            if rows % 2 or cols % 2 or min(rows, cols) < 20:
+                raise ConfigError(
+                    f"network.fine_branch: the coarse CNN reads the image pooled by 2, so observation.image_hw must "
+                    f"be even and at least 20 x 20 (a 10 x 10 coarse image), got {rows} x {cols}")
         n = parameter_count(self.network, self.observation)
         if n > MAX_PARAMETERS:
             rows, cols = self.observation.image_hw
@@ -420,9 +436,19 @@ def parameter_count(net: NetworkConfig, obs: ObservationConfig) -> int:
     """Number of weights of ``PolicyNet(net, obs)`` (exact; see network.py)."""
     c1, c2, c3 = net.channels
     hid = net.hidden
-    _, _, (h3, w3) = _conv_hw(obs.image_hw)
     convs = 4 * c1 + 9 * c1 * c2 + 9 * c2 * c3
-    return convs + c3 * h3 * w3 * hid + (STATE_DIM + 1) * hid + 6 * hid * hid + 6 * hid + 6 * hid
+    stems = 0
+    for hw in _stem_inputs(net, obs):
+        _, _, (h3, w3) = _conv_hw(hw)
+        stems += convs + c3 * h3 * w3 * hid
+    return stems + (STATE_DIM + 1) * hid + 6 * hid * hid + 6 * hid + 6 * hid
+
+
+def _stem_inputs(net: NetworkConfig, obs: ObservationConfig):
+    """The image sizes the network's CNNs read: the input's, or (NetworkConfig.fine_branch) half
+    of it for the first CNN and the input's for the second."""
+    rows, cols = obs.image_hw
+    return [(rows // 2, cols // 2), (rows, cols)] if net.fine_branch else [(rows, cols)]
 
 
 def training_bytes_estimate(cfg: "PolicyConfig") -> int:
@@ -431,13 +457,15 @@ def training_bytes_estimate(cfg: "PolicyConfig") -> int:
     and step (images, feature maps before and after the activations, im2col matrices, the
     recurrent state), and the renderer's per-step ray buffers. Measured with tracemalloc on
     configurations from 12 x 16 to 48 x 64 images: 1.0x to 2.7x the real peak (never below)."""
-    (h1, w1), (h2, w2), (h3, w3) = _conv_hw(cfg.observation.image_hw)
     c1, c2, c3 = cfg.network.channels
     rows, cols = cfg.observation.image_hw
     hid = cfg.network.hidden
-    maps = c1 * h1 * w1 + c2 * h2 * w2 + c3 * h3 * w3
-    im2col = 4 * h1 * w1 + 9 * c1 * h2 * w2 + 9 * c2 * h3 * w3
-    per_agent_step = rows * cols + 2 * maps + im2col + 20 * hid  # float32 values kept for backward
+    per_agent_step = 20 * hid  # float32 values kept for backward: the images each CNN reads and its maps
+    for hw in _stem_inputs(cfg.network, cfg.observation):
+        (h1, w1), (h2, w2), (h3, w3) = _conv_hw(hw)
+        maps = c1 * h1 * w1 + c2 * h2 * w2 + c3 * h3 * w3
+        im2col = 4 * h1 * w1 + 9 * c1 * h2 * w2 + 9 * c2 * h3 * w3
+        per_agent_step += hw[0] * hw[1] + 2 * maps + im2col
     rays = rows * cols * cfg.observation.render_scale ** 2
     b, t = cfg.train.batch_size, cfg.train.steps
     return 4 * (5 * parameter_count(cfg.network, cfg.observation) + b * t * per_agent_step) + 512 * b * rays

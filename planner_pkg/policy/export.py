@@ -198,7 +198,11 @@ def load_weights_from_model(net, path: Union[str, Path], widen: bool = False) ->
     and the weights from each new unit into an old one (and into the outputs) are set to zero, so
     the widened network computes exactly the file's outputs (its first hidden units carry the file's
     GRU state); the new units keep ``net``'s own initialisation and start to matter as training
-    moves those zeros (Net2Net-style widening, Chen et al. 2016, with zero outgoing weights)."""
+    moves those zeros (Net2Net-style widening, Chen et al. 2016, with zero outgoing weights).
+
+    A ``net`` with a fine branch (``NetworkConfig.fine_branch``) starts from a file without one: the
+    file's CNN becomes the coarse CNN (its image size must be half ``net``'s), and the fine CNN keeps
+    ``net``'s own initialisation, whose zero last layer leaves the file's outputs unchanged."""
     import autograd_core as ag
     from autograd_core.runtime import _format
 
@@ -213,6 +217,8 @@ def load_weights_from_model(net, path: Union[str, Path], widen: bool = False) ->
     except _format.FormatError as exc:
         raise PolicyModelError(f"{where}: {exc}") from None
     params = dict(net.named_parameters())
+    if getattr(net, "fine_branch", False) and not any(k.startswith("fine_stem.") for k in tensors):
+        params = {k: p for k, p in params.items() if not k.startswith("fine_stem.")}
     for name, param in params.items():
         if name not in tensors:
             raise PolicyModelError(f"{where}: has no weight {name!r}; it is not a model of this network "

@@ -11,6 +11,10 @@ velocity`` (a departure from the paper, see NetworkConfig). The GRU state is an 
 and output, so the exported graph runs one step per call on board (``autograd_core.runtime``)
 with the caller holding the state.
 
+With ``NetworkConfig.fine_branch`` the CNN above reads the image max-pooled by 2 and a second CNN
+of the same shape (``fine_stem``, its last linear layer zero at the start) reads the full image;
+the two embeddings are added before the state's.
+
 Inputs: image (B, 1, rows, cols) float32 (see ``observation.depth_observation``), state
 (B, STATE_DIM) float32, hidden (B, hidden) float32. Outputs: (B, 6) float32, (B, hidden).
 """
@@ -36,6 +40,18 @@ def conv_output_hw(image_hw):
     return h, w
 
 
+def _cnn(c1: int, c2: int, c3: int, hidden: int, slope: float, image_hw) -> "nn.Sequential":
+    """conv 1->c1 (k2 s2), c1->c2 (k3), c2->c3 (k3), LeakyReLU after each, flatten, Linear(hidden)."""
+    oh, ow = conv_output_hw(image_hw)
+    return nn.Sequential(
+        nn.Conv2d(1, c1, 2, 2, bias=False), nn.LeakyReLU(slope),
+        nn.Conv2d(c1, c2, 3, bias=False), nn.LeakyReLU(slope),
+        nn.Conv2d(c2, c3, 3, bias=False), nn.LeakyReLU(slope),
+        nn.Flatten(),
+        nn.Linear(c3 * oh * ow, hidden, bias=False),
+    )
+
+
 class PolicyNet(nn.Module):
     """CNN + GRU policy (module docstring). ``forward(image, state, hidden) -> (out, hidden)``."""
 
@@ -44,14 +60,18 @@ class PolicyNet(nn.Module):
         c1, c2, c3 = net.channels
         hidden = net.hidden
         slope = net.leaky_slope
-        oh, ow = conv_output_hw(obs.image_hw)
-        self.stem = nn.Sequential(
-            nn.Conv2d(1, c1, 2, 2, bias=False), nn.LeakyReLU(slope),
-            nn.Conv2d(c1, c2, 3, bias=False), nn.LeakyReLU(slope),
-            nn.Conv2d(c2, c3, 3, bias=False), nn.LeakyReLU(slope),
-            nn.Flatten(),
-            nn.Linear(c3 * oh * ow, hidden, bias=False),
-        )
+        rows, cols = obs.image_hw
+        self.fine_branch = bool(net.fine_branch)
+        if self.fine_branch:
+            if rows % 2 or cols % 2:
+                raise ValueError(f"network.fine_branch needs an even image size, got {cols}x{rows}")
+            self.coarse_pool = nn.MaxPool2d(2)
+            self.stem = _cnn(c1, c2, c3, hidden, slope, (rows // 2, cols // 2))
+            self.fine_stem = _cnn(c1, c2, c3, hidden, slope, (rows, cols))
+            with ag.no_grad():  # the full image comes in as training moves these weights
+                self.fine_stem[7].weight.zero_()
+        else:
+            self.stem = _cnn(c1, c2, c3, hidden, slope, (rows, cols))
         self.v_proj = nn.Linear(STATE_DIM, hidden)
         self.gru = nn.GRUCell(hidden, hidden)
         self.fc = nn.Linear(hidden, 6, bias=False)
@@ -69,13 +89,20 @@ class PolicyNet(nn.Module):
             self.register_buffer("drag_feedforward", ag.tensor(np.array([[self.velocity_drag, self.velocity_drag, 0.0]],
                                                                         dtype=np.float32)))
 
+    def _features(self, image):
+        """The image embedding (B, hidden): the CNN's, or with ``fine_branch`` the coarse CNN's on
+        the 2 x 2 max-pooled image plus the fine CNN's on the image itself."""
+        if self.fine_branch:
+            return self.stem(self.coarse_pool(image)) + self.fine_stem(image)
+        return self.stem(image)
+
     def _recurrent(self, stem, state, hidden):
         """GRU step from the image features ``stem`` and the state: (raw 6 outputs, hidden)."""
         hidden = self.gru(self.act(stem + self.v_proj(state)), hidden)
         return self.fc(self.act(hidden)), hidden
 
     def forward(self, image, state, hidden):
-        raw, hidden = self._recurrent(self.stem(image), state, hidden)
+        raw, hidden = self._recurrent(self._features(image), state, hidden)
         return self._output(raw, state), hidden
 
     def forward_training(self, image, state, const_state, hidden, hidden_const):
@@ -87,7 +114,7 @@ class PolicyNet(nn.Module):
         are the estimate. The image features are shared (the image is a constant). Returns
         (output (B, 6): command from the first pass, estimate from the second; hidden; hidden_const).
         """
-        stem = self.stem(image)
+        stem = self._features(image)
         raw, hidden = self._recurrent(stem, state, hidden)
         raw_c, hidden_const = self._recurrent(stem, const_state, hidden_const)
         out = self._output(raw, state)
