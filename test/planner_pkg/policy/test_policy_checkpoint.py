@@ -194,6 +194,8 @@ def test_yaml_merge_keys_still_work(tmp_path):
     {},
     {"network": {"channels": [3, 5, 7], "hidden": 9}, "observation": {"image_hw": [10, 13]}},
     {"observation": {"image_hw": [24, 40]}},
+    {"network": {"fine_branch": True}, "observation": {"image_hw": [24, 32]}},
+    {"network": {"channels": [3, 5, 7], "hidden": 9, "fine_branch": True}, "observation": {"image_hw": [20, 26]}},
 ])
 def test_parameter_count_is_the_networks(overrides):
     cfg = config_from_dict(overrides)
@@ -218,6 +220,8 @@ def test_sizes_that_cannot_fit_are_refused_at_config_load():
     {"train": {"batch_size": 4, "steps": 6}},
     {"train": {"batch_size": 2, "steps": 4}, "observation": {"image_hw": [24, 32], "render_scale": 2},
      "network": {"channels": [8, 8, 8], "hidden": 32}},
+    {"train": {"batch_size": 2, "steps": 4}, "observation": {"image_hw": [24, 32]},
+     "network": {"channels": [8, 8, 8], "hidden": 32, "fine_branch": True}},
 ])
 def test_training_memory_estimate_is_not_below_the_real_peak(overrides):
     """The config-load check uses an upper estimate: one real iteration stays under it."""

@@ -227,6 +227,87 @@ def test_widening_refuses_a_narrower_network_or_another_image(tmp_path):
         train(cfg, tmp_path / "out.agm", widen=True, progress=False, log=lambda s: None)
 
 
+def test_fine_branch_starts_with_the_coarse_models_outputs(tmp_path):
+    """--init-from into network.fine_branch: a 12 x 16 model becomes the coarse CNN of a 24 x 32
+    network; over a recurrent sequence it gives the model's outputs on the 2 x 2 max-pooled image
+    (in training and on the exported runtime), and the fine CNN's zero last layer gets gradient,
+    after which the full image changes the outputs."""
+    from planner_pkg.policy.observation import max_pool
+
+    coarse = _cfg()
+    fine = coarse.replace(network={"fine_branch": True}, observation={"image_hw": [24, 32]})
+    a = _randomised(PolicyNet(coarse.network, coarse.observation), 1)
+    path = export_policy(a, coarse, tmp_path / "coarse.agm")
+    b = _randomised(PolicyNet(fine.network, fine.observation), 2)
+    n_fine = len([k for k, _ in b.named_parameters() if k.startswith("fine_stem.")])
+    assert n_fine == 4  # three convolutions and the linear layer
+    assert load_weights_from_model(b, path) == len(dict(b.named_parameters())) - n_fine
+    with ag.no_grad():
+        b.fine_stem[7].weight.zero_()  # what a fresh network starts with (randomised above)
+    assert not np.any(PolicyNet(fine.network, fine.observation).fine_stem[7].weight.detach().numpy())
+    rng = np.random.default_rng(5)
+    ha, hb = a.initial_hidden(2), b.initial_hidden(2)
+    loss = 0.0
+    for _ in range(5):
+        img = rng.uniform(-0.5, 2.0, (2, 1, 24, 32)).astype(np.float32)
+        st = ag.tensor(rng.normal(0.0, 1.0, (2, 10)).astype(np.float32))
+        with ag.no_grad():
+            out_a, ha = a(ag.tensor(max_pool(img, (12, 16))), st, ha)
+        out_b, hb = b(ag.tensor(img), st, hb)
+        np.testing.assert_allclose(out_b.detach().numpy(), out_a.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(hb.detach().numpy(), ha.numpy(), rtol=1e-5, atol=1e-5)
+        loss = loss + (out_b * out_b).sum()
+    loss.backward()
+    assert np.abs(b.fine_stem[7].weight.grad.numpy()).max() > 1e-4
+    img = rng.uniform(-0.5, 2.0, (1, 1, 24, 32)).astype(np.float32)
+    st = rng.normal(0.0, 1.0, (1, 10)).astype(np.float32)
+    h0 = np.zeros((1, 16), np.float32)
+    model_a = load_policy(path).model
+    np.testing.assert_allclose(load_policy(export_policy(b, fine, tmp_path / "fine.agm")).model(img, st, h0)[0],
+                               model_a(max_pool(img, (12, 16)), st, h0)[0], rtol=1e-5, atol=1e-5)
+    with ag.no_grad():  # once the fine CNN's last layer moves, the full image matters
+        b.fine_stem[7].weight.copy_(ag.tensor(rng.normal(0.0, 0.4, tuple(b.fine_stem[7].weight.shape))
+                                              .astype(np.float32)))
+    moved = load_policy(export_policy(b, fine, tmp_path / "moved.agm")).model(img, st, h0)[0]
+    assert np.abs(moved - model_a(max_pool(img, (12, 16)), st, h0)[0]).max() > 1e-3
+
+
+def test_fine_branch_planner_flies_the_shipped_model_unchanged(tmp_path):
+    """The shipped 12 x 16 model warm-started into a 24 x 32 fine-branch network (as
+    config/policy/fast_fine.yaml starts) gives the same setpoints through PolicyPlanner: the
+    simulator's 48 x 64 camera pooled by 2 and then by 2 again is the shipped model's pooling by 4."""
+    from planner_pkg.policy.export import default_model_path
+
+    shipped_path = default_model_path()
+    if shipped_path is None:
+        pytest.skip("no shipped model in this installation")
+    shipped = load_policy(shipped_path)
+    cfg = shipped.config.replace(network={"fine_branch": True}, observation={"image_hw": [24, 32]})
+    net = PolicyNet(cfg.network, cfg.observation)
+    load_weights_from_model(net, shipped_path)
+    fine_path = export_policy(net, cfg, tmp_path / "fine.agm")
+    rng = np.random.default_rng(7)
+    planners = [PolicyPlanner(p, PolicyPlannerConfig(speed_mps=5.0, speed_calibration=False))
+                for p in (shipped_path, fine_path)]
+    for p in planners:
+        p.set_goal([30.0, 2.0, 1.5])
+    for k in range(4):
+        depth = rng.uniform(0.5, 12.0, (48, 64)).astype(np.float32)
+        depth[rng.uniform(size=depth.shape) < 0.1] = np.inf
+        state = VehicleState(0.1 * k, [0.3 * k, 0.0, 1.5], [2.0, 0.1 * k, 0.0], [0.0, 0.0, 0.0, 1.0], np.zeros(3))
+        a, b = (p.step(state, depth, 0.1 * k).acceleration for p in planners)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+        assert np.linalg.norm(a) > 0.1
+
+
+def test_fine_branch_needs_an_even_image():
+    from planner_pkg.config_schema import ConfigError
+
+    for hw in ([24, 33], [25, 32], [18, 32]):
+        with pytest.raises(ConfigError, match=r"network.fine_branch.*even and at least 20 x 20"):
+            PolicyConfig().replace(network={"fine_branch": True}, observation={"image_hw": hw})
+
+
 def test_load_weights_refuses_another_network_shape(tmp_path):
     cfg = _cfg()
     path = export_policy(PolicyNet(cfg.network, cfg.observation), cfg, tmp_path / "a.agm")
