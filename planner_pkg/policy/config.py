@@ -35,6 +35,7 @@ __all__ = [
     "MAX_TRAINING_BYTES",
     "parameter_count",
     "training_bytes_estimate",
+    "cnn_input_sizes",
 ]
 
 #: Length of the state vector fed to the network: velocity (3) and target velocity (3) in the
@@ -438,15 +439,16 @@ def parameter_count(net: NetworkConfig, obs: ObservationConfig) -> int:
     hid = net.hidden
     convs = 4 * c1 + 9 * c1 * c2 + 9 * c2 * c3
     stems = 0
-    for hw in _stem_inputs(net, obs):
+    for hw in cnn_input_sizes(net, obs):
         _, _, (h3, w3) = _conv_hw(hw)
         stems += convs + c3 * h3 * w3 * hid
     return stems + (STATE_DIM + 1) * hid + 6 * hid * hid + 6 * hid + 6 * hid
 
 
-def _stem_inputs(net: NetworkConfig, obs: ObservationConfig):
-    """The image sizes the network's CNNs read: the input's, or (NetworkConfig.fine_branch) half
-    of it for the first CNN and the input's for the second."""
+def cnn_input_sizes(net: NetworkConfig, obs: ObservationConfig):
+    """The image sizes (rows, cols) the network's CNNs read, in order (``stem``, then
+    ``fine_stem``): the input's, or with NetworkConfig.fine_branch half of it for the coarse CNN
+    and the input's for the fine one. network.py builds its CNNs from this list."""
     rows, cols = obs.image_hw
     return [(rows // 2, cols // 2), (rows, cols)] if net.fine_branch else [(rows, cols)]
 
@@ -461,7 +463,7 @@ def training_bytes_estimate(cfg: "PolicyConfig") -> int:
     rows, cols = cfg.observation.image_hw
     hid = cfg.network.hidden
     per_agent_step = 20 * hid  # float32 values kept for backward: the images each CNN reads and its maps
-    for hw in _stem_inputs(cfg.network, cfg.observation):
+    for hw in cnn_input_sizes(cfg.network, cfg.observation):
         (h1, w1), (h2, w2), (h3, w3) = _conv_hw(hw)
         maps = c1 * h1 * w1 + c2 * h2 * w2 + c3 * h3 * w3
         im2col = 4 * h1 * w1 + 9 * c1 * h2 * w2 + 9 * c2 * h3 * w3

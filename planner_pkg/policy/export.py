@@ -217,7 +217,7 @@ def load_weights_from_model(net, path: Union[str, Path], widen: bool = False) ->
     except _format.FormatError as exc:
         raise PolicyModelError(f"{where}: {exc}") from None
     params = dict(net.named_parameters())
-    if getattr(net, "fine_branch", False) and not any(k.startswith("fine_stem.") for k in tensors):
+    if net.fine_branch and not any(k.startswith("fine_stem.") for k in tensors):
         params = {k: p for k, p in params.items() if not k.startswith("fine_stem.")}
     for name, param in params.items():
         if name not in tensors:

@@ -25,7 +25,7 @@ import numpy as np
 import autograd_core as ag
 import autograd_core.nn as nn
 
-from planner_pkg.policy.config import NetworkConfig, ObservationConfig, STATE_DIM
+from planner_pkg.policy.config import NetworkConfig, ObservationConfig, STATE_DIM, cnn_input_sizes
 
 __all__ = ["PolicyNet", "conv_output_hw"]
 
@@ -62,16 +62,15 @@ class PolicyNet(nn.Module):
         slope = net.leaky_slope
         rows, cols = obs.image_hw
         self.fine_branch = bool(net.fine_branch)
+        if self.fine_branch and (rows % 2 or cols % 2):
+            raise ValueError(f"network.fine_branch needs an even image size, got {cols}x{rows}")
+        sizes = cnn_input_sizes(net, obs)
+        self.stem = _cnn(c1, c2, c3, hidden, slope, sizes[0])
         if self.fine_branch:
-            if rows % 2 or cols % 2:
-                raise ValueError(f"network.fine_branch needs an even image size, got {cols}x{rows}")
             self.coarse_pool = nn.MaxPool2d(2)
-            self.stem = _cnn(c1, c2, c3, hidden, slope, (rows // 2, cols // 2))
-            self.fine_stem = _cnn(c1, c2, c3, hidden, slope, (rows, cols))
+            self.fine_stem = _cnn(c1, c2, c3, hidden, slope, sizes[1])
             with ag.no_grad():  # the full image comes in as training moves these weights
                 self.fine_stem[7].weight.zero_()
-        else:
-            self.stem = _cnn(c1, c2, c3, hidden, slope, (rows, cols))
         self.v_proj = nn.Linear(STATE_DIM, hidden)
         self.gru = nn.GRUCell(hidden, hidden)
         self.fc = nn.Linear(hidden, 6, bias=False)
