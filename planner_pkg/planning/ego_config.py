@@ -11,6 +11,7 @@ from planner_pkg.planning import EGO_MAX_ACC_MPS2, EGO_MAX_VEL_MPS
 from planner_pkg.planning.frontier import UnknownSpaceConfig
 from planner_pkg.planning.grid_map import GridMapConfig, InflationShape
 from planner_pkg.planning.rebound import OptimizerConfig
+from planner_pkg.planning.stall import StallConfig
 from planner_pkg.planning.swarm import SwarmConfig
 from planner_pkg.planning.trajectory import YawConfig
 
@@ -290,6 +291,10 @@ class EgoConfig(Config):
         From rest, a plan refused for having no observed space to fly into turns the camera
         toward it (when more than 0.2 rad off; within max_turn_s) rather than flying a detour
         that another initial guess found.
+    stall: a :class:`~planner_pkg.planning.stall.StallConfig`: with ``enabled``, after ``time_s``
+        without the distance to the goal coming down by ``progress_m`` the local targets come from
+        an A* route through the map (searched with ``astar``, again every ``reroute_period_s``)
+        instead of the start-goal line, until that progress comes (:mod:`planner_pkg.planning.stall`).
     """
 
     max_vel_mps: float = positive(EGO_MAX_VEL_MPS)
@@ -344,6 +349,7 @@ class EgoConfig(Config):
         "max_acc_mps2": "set by EgoConfig.max_acc_mps2"})
     yaw: YawConfig = field(default_factory=YawConfig)
     unknown_space: UnknownSpaceConfig = field(default_factory=UnknownSpaceConfig)
+    stall: StallConfig = field(default_factory=StallConfig)
     # EGO-Swarm (planning/swarm.py): used only once a swarm is attached (EgoPlanner.attach_swarm)
     swarm: SwarmConfig = field(default_factory=SwarmConfig)
 
@@ -371,8 +377,10 @@ class EgoConfig(Config):
             return self
         opt = self.optimizer
         astar = replace(opt.astar, max_time_s=opt.astar.max_time_s * factor)
+        route = replace(self.stall.astar, max_time_s=self.stall.astar.max_time_s * factor)
         return replace(self, retry_budget_s=self.retry_budget_s * factor,
-                       optimizer=replace(opt, max_time_s=opt.max_time_s * factor, astar=astar))
+                       optimizer=replace(opt, max_time_s=opt.max_time_s * factor, astar=astar),
+                       stall=replace(self.stall, astar=route))
 
     @property
     def plan_vel_mps(self) -> float:

@@ -40,6 +40,7 @@ from typing import Dict, List, Optional, Union
 import numpy as np
 
 from planner_pkg.planning.ego_config import EgoConfig
+from planner_pkg.planning.astar import AStarStatus
 from planner_pkg.planning.emergency import choose_emergency_stop
 from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory, brake_before
 from planner_pkg.planning.grid_map import OccupancyGridMap
@@ -47,6 +48,7 @@ from planner_pkg.planning.grid_map_config import UnknownPolicy
 from planner_pkg.planning.initial_path import local_target
 from planner_pkg.planning.planner_manager import PlanManager, PlanOutcome
 from planner_pkg.planning.replan_fsm import FsmState, ReplanFSM
+from planner_pkg.planning.stall import ProgressMonitor, Route, find_route
 from planner_pkg.planning.trajectory import BrakingTrajectory, BsplineTrajectory
 from planner_pkg.planning.visibility import DepthHistory
 from planner_pkg.types import SensorFrame, Setpoint, VehicleState
@@ -88,7 +90,10 @@ class PlannerStats:
     bad_frames: int = 0
     stop_limited: int = 0  # plans re-timed to stop before never-observed / blocked space
     cannot_stop: int = 0  # ... of which the start speed needed more room than was known free
-    # wall-clock safety nets that fired: optimizer_time, astar_time, retry_time -> count
+    stalls: int = 0  # stalls (no progress toward the goal, EgoConfig.stall) begun
+    route_plans: int = 0  # plans whose local target came from an A* route (while stalled)
+    route_failures: int = 0  # route searches that found none (the plan then aims along the line)
+    # wall-clock safety nets that fired: optimizer_time, astar_time, retry_time, route_astar_time -> count
     safety_net_hits: Dict[str, int] = field(default_factory=dict)
 
     @property
@@ -136,6 +141,9 @@ class EgoPlanner:
         self._block_limit = limit if config.inflation_block_braking else None  # see EgoConfig.inflation_block_braking
         self._history = DepthHistory(u.history_frames, u.history_period_s, config.map.resolution_m)
         self._cloud_only_reported = False
+        self._progress = ProgressMonitor(config.stall)
+        self._route: Optional[Route] = None  # while stalled: the A* route the local targets lie on
+        self._route_time = -math.inf  # when it was searched, s
         self.swarm = None  # EGO-Swarm: a planning.swarm.SwarmView, see attach_swarm
 
     def attach_swarm(self, view) -> None:
@@ -186,6 +194,9 @@ class EgoPlanner:
             goal = moved
         self.goal = goal
         self.mission_start = start.copy()
+        self._progress.reset(goal, 0.0, start)
+        self._route = None
+        self._route_time = -math.inf
         self.fsm.transition(FsmState.GEN_NEW_TRAJ, f"goal {np.round(goal, 2).tolist()} m received", 0.0)
 
     def observe(self, sensors: SensorFrame) -> None:
@@ -201,6 +212,8 @@ class EgoPlanner:
         if sensors is not None and sensors is not self._last_frame:
             self._fuse(sensors)
         self.map.follow(state.position)
+        if self.config.stall.enabled and self.fsm.state not in (FsmState.INIT, FsmState.WAIT_TARGET):
+            self._watch_progress(state)
         out = None
         for _ in range(_MAX_STEPS):
             done, result = self._step(state)
@@ -211,6 +224,50 @@ class EgoPlanner:
         if out is not None and not isinstance(out, Setpoint):
             self._hold_point = None  # a trajectory to fly: any hold is over
         return out
+
+    def _watch_progress(self, state: VehicleState) -> None:
+        """Stall detection (:mod:`planner_pkg.planning.stall`): no progress toward the goal for
+        ``stall.time_s`` switches the local targets to an A* route, progress switches them back."""
+        c = self.config.stall
+        self._progress.set_goal(self.goal)
+        change = self._progress.update(state.t, state.position)
+        if change == "stalled":
+            self.stats.stalls += 1
+            self._route = None
+            to_goal = float(np.linalg.norm(state.position - self.goal))
+            self._event(state.t, f"no progress toward the goal for {c.time_s:g} s (still {to_goal:.1f} m away): "
+                                 f"local targets along an A* route through the map until the distance comes down "
+                                 f"by {c.progress_m:g} m")
+        elif change == "progress":
+            self._route = None
+            self._event(state.t, "progress toward the goal again: local targets back on the start-goal line")
+
+    def _route_target(self, position: np.ndarray, t: float):
+        """(target, direction, is_goal) on the stall route (searched again when older than
+        ``stall.reroute_period_s`` or when its target is blocked), or None when no route is found."""
+        c = self.config
+        horizon = c.planning_horizon_m
+        route = self._route
+        rt = None
+        if route is not None and t - self._route_time < c.stall.reroute_period_s:
+            rt = route.target(position, horizon)
+            if self.map.is_blocked(rt.target[None])[0]:
+                rt = None
+        if rt is None:
+            route, search = find_route(self.map, position, self.goal, c.stall.astar)
+            self._route, self._route_time = route, t
+            if search.status is AStarStatus.TIME_LIMIT:
+                self._safety_nets(t, {"route_astar_time": 1}, route is not None)
+            if route is None:
+                self.stats.route_failures += 1
+                n = self.stats.route_failures
+                if n <= 3 or n % 50 == 0:
+                    self._event(t, f"stalled, and no route toward the goal ({search.message}; {n} so far): aiming "
+                                   f"along the start-goal line")
+                return None
+            rt = route.target(position, horizon)
+        self.stats.route_plans += 1
+        return rt
 
     def _hold(self, state: VehicleState, yaw: float) -> Setpoint:
         """Hold position at the point latched when this hold began, until a trajectory is flown
@@ -273,7 +330,7 @@ class EgoPlanner:
             return True, None
         raise AssertionError(f"unhandled FSM state {s}")  # pragma: no cover - every state is above
 
-    def _targets(self, position):
+    def _targets(self, position, t: float):
         """(target, target velocity, is_goal, message) or (None, ..., message) when refused."""
         c = self.config
         free_goal, msg = self.manager.free_point(self.goal, c.goal_search_radius_m)
@@ -282,6 +339,12 @@ class EgoPlanner:
         if msg:
             self._event(None, f"goal {msg}")
             self.goal = free_goal
+        routed = self._route_target(position, t) if self._progress.stalled else None
+        if routed is not None:
+            if routed.is_goal:
+                return routed.target, np.zeros(3), True, ""
+            # a route point is free of the inflated map (with the search's clearance) when found
+            return routed.target, routed.direction * c.plan_vel_mps, False, ""
         target, is_goal = local_target(position, self.mission_start, self.goal, c.planning_horizon_m)
         if not is_goal:
             free, msg = self.manager.free_point(target, c.target_search_radius_m)
@@ -345,7 +408,7 @@ class EgoPlanner:
         if not self._start_blocked_reported and self.map.is_blocked(p[None])[0]:
             self._start_blocked_reported = True
             self._event(state.t, f"start {np.round(p, 2).tolist()} m is inside an inflated obstacle; planning a way out")
-        target, tvel, is_goal, msg = self._targets(p)
+        target, tvel, is_goal, msg = self._targets(p, state.t)
         if target is None:
             self._failures += 1
             return PlanOutcome(None, msg)

@@ -28,10 +28,12 @@ def test_with_time_limits_scaled_widens_exactly_the_wall_clock_limits():
     assert wide.retry_budget_s == pytest.approx(10 * base.retry_budget_s)
     assert wide.optimizer.max_time_s == pytest.approx(10 * base.optimizer.max_time_s)
     assert wide.optimizer.astar.max_time_s == pytest.approx(10 * base.optimizer.astar.max_time_s)
+    assert wide.stall.astar.max_time_s == pytest.approx(10 * base.stall.astar.max_time_s)
     # the deterministic budgets and everything else are untouched
     assert wide.optimizer.max_total_iterations == base.optimizer.max_total_iterations
     assert wide.optimizer.astar.max_expansions == base.optimizer.astar.max_expansions
-    assert replace(wide, retry_budget_s=base.retry_budget_s, optimizer=base.optimizer) == base
+    assert wide.stall.astar.max_expansions == base.stall.astar.max_expansions
+    assert replace(wide, retry_budget_s=base.retry_budget_s, optimizer=base.optimizer, stall=base.stall) == base
     assert base.with_time_limits_scaled(1.0) is base
     for bad in (0.5, 0.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="time limit scale"):
