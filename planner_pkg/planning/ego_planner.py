@@ -249,10 +249,13 @@ class EgoPlanner:
         horizon = c.planning_horizon_m
         route = self._route
         rt = None
-        if route is not None and t - self._route_time < c.stall.reroute_period_s:
+        fresh = t - self._route_time < c.stall.reroute_period_s
+        if route is not None and fresh:
             rt = route.target(position, horizon)
             if self.map.is_blocked(rt.target[None])[0]:
                 rt = None
+        elif route is None and fresh:
+            return None  # the last search found none: the next one after reroute_period_s
         if rt is None:
             route, search = find_route(self.map, position, self.goal, c.stall.astar)
             self._route, self._route_time = route, t
@@ -620,6 +623,16 @@ class EgoPlanner:
 
     def _failed(self, state: VehicleState, message: str, hold: bool):
         t = state.t
+        if (self.config.stall.enabled and not self._progress.stalled and not message.endswith("refusing it")
+                and self._failures >= self.config.max_consecutive_failures):
+            # before giving the goal up: the way may lie beyond what the plans toward the line's
+            # local target search (a long wall across it); route through the map first
+            self._progress.force_stall(t)
+            self.stats.stalls += 1
+            self._route = None
+            self._event(t, f"{self._failures} plans failed in a row (last: {message}); before giving the goal up, "
+                           f"local targets along an A* route through the map")
+            self._failures = 0
         if message.endswith("refusing it") or self._failures >= self.config.max_consecutive_failures:
             why = message if message.endswith("refusing it") else (
                 f"{self._failures} plans failed in a row (last: {message}); giving the goal up")

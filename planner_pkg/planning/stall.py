@@ -36,10 +36,11 @@ _WINDOW_INSET_M = 0.5  # the route's far end stays this far inside the map windo
 
 
 def _route_astar() -> AStarConfig:
-    # the whole window around start and goal (the map bounds the box), 0.2 m more clearance than
-    # the guide paths' (gaps the optimiser threads only at a crawl are the last resort), and a
-    # budget for a search across the window (~4 us per expansion: 80 ms at most, once a second)
-    return AStarConfig(max_expansions=20000, max_time_s=0.2, margin_m=12.0, clearance_voxels=3)
+    # the whole window around start and goal (the map bounds the box), in 0.3 m cells (a cell is
+    # blocked where any of its voxels is: the route keeps to gaps wide enough to fly at speed)
+    # with 0.2 m more clearance than the guide paths' first try, and a budget for a search across
+    # the window (~4 us per expansion: 80 ms at most, once per reroute_period_s)
+    return AStarConfig(max_expansions=20000, max_time_s=0.2, margin_m=12.0, step_voxels=3, clearance_voxels=2)
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,16 @@ class ProgressMonitor:
         """A moved goal (snapped out of an obstacle): measure progress toward it from now on."""
         goal = np.asarray(goal, dtype=np.float64)
         if not np.array_equal(goal, self.goal):
-            self.anchor_m += float(np.linalg.norm(goal - self.goal))  # never a spurious progress
+            # the anchor's distance to the new goal is at least this (triangle inequality): the
+            # moved goal never counts as the vehicle's progress
+            self.anchor_m = max(self.anchor_m - float(np.linalg.norm(goal - self.goal)), 0.0)
             self.goal = goal.copy()
+
+    def force_stall(self, t: float) -> None:
+        """Count the vehicle stalled from now (the planner's plans keep failing where it is)."""
+        self.anchor_t = float(t)
+        self.stalled = True
+        self.stalls += 1
 
     def update(self, t: float, position) -> Optional[str]:
         """Feed one state; returns "stalled" when a stall begins (or goes on for another
