@@ -39,8 +39,8 @@ from typing import Dict, List, Optional, Union
 
 import numpy as np
 
-from planner_pkg.planning.ego_config import EgoConfig
 from planner_pkg.planning.astar import AStarStatus
+from planner_pkg.planning.ego_config import EgoConfig
 from planner_pkg.planning.emergency import choose_emergency_stop
 from planner_pkg.planning.frontier import StopLimit, StopLimitedTrajectory, brake_before
 from planner_pkg.planning.grid_map import OccupancyGridMap

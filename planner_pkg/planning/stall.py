@@ -10,13 +10,15 @@ round leads the target (and the plan toward it) back into the pocket: forest see
 in the map all along.
 
 :class:`ProgressMonitor` notices that: the distance to the goal has not come down by
-``progress_m`` for ``time_s``. The planner then takes its local targets from a route
-instead of the line: an A* route (:func:`find_route`) through the map (unknown space as the map's policy says, free by
-default) from the vehicle to the goal, or to where the vehicle-goal line leaves the map window,
-searched with extra clearance (``astar.clearance_voxels``) so it prefers the wide ways the
-optimiser can fly; the target is the route's point ``planning_horizon_m`` of path from the vehicle.
-The route is searched again every ``reroute_period_s`` (the map learns meanwhile); once the
-distance to the goal comes down by ``progress_m`` the planner goes back to the line.
+``progress_m`` for ``time_s`` (or the plans failed ``max_consecutive_failures`` times in a row,
+where EGO gives the goal up). The planner then takes its local targets from an A* route
+(:func:`find_route`) instead of the line: through the map (unknown space as the map's policy
+says, free by default) from the vehicle to the goal, or to where the vehicle-goal line leaves the
+map window, in 0.3 m cells with extra clearance (``astar``) so it keeps to ways wide enough to fly;
+the target is the route's point ``planning_horizon_m`` of path ahead of the vehicle. The route is
+searched again every ``reroute_period_s`` (the map learns meanwhile) and when its target turns
+out blocked; once the distance to the goal comes down by ``progress_m`` the planner goes back to
+the line.
 """
 from __future__ import annotations
 
