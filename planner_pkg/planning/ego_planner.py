@@ -257,7 +257,8 @@ class EgoPlanner:
         elif route is None and fresh:
             return None  # the last search found none: the next one after reroute_period_s
         if rt is None:
-            route, search = find_route(self.map, position, self.goal, c.stall.astar)
+            route, search = find_route(self.map, position, self.goal, c.stall.astar, self.mission_start,
+                                       c.stall.corridor_m)
             self._route, self._route_time = route, t
             if search.status is AStarStatus.TIME_LIMIT:
                 self._safety_nets(t, {"route_astar_time": 1}, route is not None)

@@ -58,6 +58,10 @@ class StallConfig(Config, schema=_SCHEMA, prefix="EgoConfig.stall."):
         "progress is the distance to the goal coming down by this much, m"))
     reroute_period_s: float = setting(1.0, range=(0.0, 60.0), description=(
         "while stalled the route is searched again this often (and whenever its target is blocked), s"))
+    corridor_m: float = setting(8.0, range=(0.5, 1000.0), description=(
+        "the route keeps within this horizontal distance of the segment from the mission start to the goal "
+        "(or of the vehicle, when it is farther off), m: the never-observed space beside the mission counts "
+        "free, and the way round through it is the way out of the flight area"))
     astar: AStarConfig = field(default_factory=_route_astar)
 
 
@@ -174,14 +178,64 @@ def _far_end(grid_map, position: np.ndarray, goal: np.ndarray) -> Tuple[np.ndarr
     return position + max(s, 0.0) * d, False
 
 
-def find_route(grid_map, position, goal, astar: AStarConfig) -> Tuple[Optional[Route], AStarResult]:
+def _distance_to_segment(xy: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(N,) distances of the points ``xy`` (N, 2) from the segment ``a``-``b`` (2,)."""
+    ab = b - a
+    n2 = float(ab @ ab)
+    s = np.zeros(len(xy)) if n2 < 1e-12 else np.clip((xy - a) @ ab / n2, 0.0, 1.0)
+    off = xy - (a + s[:, None] * ab)
+    return np.sqrt((off * off).sum(axis=1))
+
+
+class _CorridorView:
+    """``grid_map`` as the route search sees it: also blocked where a voxel's centre lies farther
+    than ``corridor_m`` horizontally from the segment ``a``-``b``. Everything else is the map's."""
+
+    def __init__(self, grid_map, a: np.ndarray, b: np.ndarray, corridor_m: float):
+        self._map = grid_map
+        self._a, self._b, self._r = a[:2].copy(), b[:2].copy(), float(corridor_m)
+        o, d, res = grid_map.origin, grid_map.dims, grid_map.res
+        x = (np.arange(d[0]) + o[0] + 0.5) * res
+        y = (np.arange(d[1]) + o[1] + 0.5) * res
+        xy = np.stack(np.meshgrid(x, y, indexing="ij"), axis=-1)
+        outside = self._outside(xy.reshape(-1, 2)).reshape(int(d[0]), int(d[1]))
+        self._blocked = grid_map.blocked_array() | outside[:, :, None]
+
+    def _outside(self, xy: np.ndarray) -> np.ndarray:
+        return _distance_to_segment(xy, self._a, self._b) > self._r
+
+    def __getattr__(self, name):
+        return getattr(self._map, name)
+
+    def blocked_array(self) -> np.ndarray:
+        return self._blocked
+
+    def is_blocked(self, points) -> np.ndarray:
+        pts = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+        return self._map.is_blocked(pts) | self._outside(pts[:, :2])
+
+    def nearest_free(self, point, max_distance_m: float):
+        free = self._map.nearest_free(point, max_distance_m)
+        return None if free is None or self._outside(free[None, :2])[0] else free
+
+
+def find_route(grid_map, position, goal, astar: AStarConfig, mission_start=None,
+               corridor_m: float = math.inf) -> Tuple[Optional[Route], AStarResult]:
     """``(Route, search)``, or ``(None, search)`` when none is found (the goal boxed in, the
     search's budget or time spent: ``search.status`` and ``search.message`` say which): an A* route
     through ``grid_map`` from ``position`` toward ``goal`` (both finite (3,) m), to the goal when it
-    is inside the map window, else to where the straight line to it leaves the window."""
+    is inside the map window, else to where the straight line to it leaves the window. With
+    ``mission_start`` and a finite ``corridor_m`` the route keeps within ``corridor_m``
+    horizontally of the segment mission_start-goal (within the vehicle's own distance from it, when
+    that is more)."""
     p = np.asarray(position, dtype=np.float64).reshape(3)
     g = np.asarray(goal, dtype=np.float64).reshape(3)
     far, far_is_goal = _far_end(grid_map, p, g)
+    if mission_start is not None and math.isfinite(corridor_m):
+        a = np.asarray(mission_start, dtype=np.float64).reshape(3)
+        off = float(_distance_to_segment(p[None, :2], a[:2], g[:2])[0])
+        # a vehicle (nearly) outside the corridor widens it to itself: it must be able to start
+        grid_map = _CorridorView(grid_map, a, g, max(corridor_m, off + 0.5))
     search = astar_search(grid_map, p, far, astar)
     if not search.success:
         return None, search

@@ -134,6 +134,23 @@ def test_route_to_a_goal_beyond_the_window_ends_at_its_edge_and_a_boxed_in_goal_
     assert route is None and search.status is AStarStatus.NO_PATH and "no path" in search.message
 
 
+def test_route_keeps_to_its_corridor_round_the_mission_line():
+    # the way round the wall's end (y = 8 m) lies outside a 6 m corridor round the start-goal
+    # segment: no route there; a 10 m one has it, and the route stays inside
+    m = known_map([WALL])
+    astar = StallConfig().astar
+    route, search = find_route(m, START, GOAL, astar, mission_start=START, corridor_m=6.0)
+    assert route is None and search.status is AStarStatus.NO_PATH
+    route, search = find_route(m, START, GOAL, astar, mission_start=START, corridor_m=10.0)
+    assert route is not None, search.message
+    assert np.abs(route.path[:, 1]).max() <= 10.0 and route.path[:, 1].max() > 8.3
+    # a vehicle already farther off than the corridor may still leave from where it is
+    off = np.array([2.0, 9.5, 1.0])
+    route, search = find_route(m, off, GOAL, astar, mission_start=START, corridor_m=6.0)
+    assert route is not None, search.message
+    assert np.abs(route.path[:, 1]).max() <= 10.0 + 1e-9
+
+
 # -- in the planner ---------------------------------------------------------------------------------
 class KnownWallPlanner(EgoPlanner):
     """An EgoPlanner whose map knows the boxes wherever its window is (a surveyed map); the
@@ -172,7 +189,7 @@ def test_a_stalled_planner_takes_its_targets_from_the_route_and_goes_back_to_the
     # planner counts a stall, says so and plans toward targets on the route round the wall; once
     # the distance to the goal has come down by progress_m it aims along the line again
     cfg = EgoConfig(max_consecutive_failures=1000).with_overrides(
-        {"stall.enabled": True, "stall.time_s": 3.0}).with_time_limits_scaled(1000.0)
+        {"stall.enabled": True, "stall.time_s": 3.0, "stall.corridor_m": 12.0}).with_time_limits_scaled(1000.0)
     planner = KnownWallPlanner(cfg, [WALL])
     planner.reset(START, GOAL)
     _hover(planner, START, 0.0, 2.9)
@@ -214,7 +231,7 @@ def test_a_wall_longer_than_the_guided_search_is_flown_round_only_with_the_route
     # max_consecutive_failures. With the stall route, the failures make it route first: it flies
     # round the wall's end 8 m to the side and reaches the goal without contact.
     world = World([-3.0, -13.0, 0.0], [15.0, 13.0, 5.0], [WALL])
-    cfg = EgoConfig().with_overrides({"stall.enabled": enabled}).with_time_limits_scaled(1000.0)
+    cfg = EgoConfig().with_overrides({"stall.enabled": enabled, "stall.corridor_m": 12.0}).with_time_limits_scaled(1000.0)
     planner = KnownWallPlanner(cfg, [WALL])
     result = run_episode(world, planner, START, GOAL, RunnerConfig(timeout_s=40.0, seed=1))
     s = result.summary
