@@ -76,10 +76,10 @@ def test_progress_monitor_counts_no_progress_from_a_moved_goal_and_a_forced_stal
     assert mon.update(3.0, START + [2.0, 0.0, 0.0]) == "progress"
 
 
-def test_stall_config_is_validated_and_off_by_default():
-    assert EgoConfig().stall.enabled is False
-    cfg = EgoConfig().with_overrides({"stall.enabled": True, "stall.time_s": 4.0})
-    assert cfg.stall.enabled and cfg.stall.time_s == 4.0
+def test_stall_config_is_validated_and_on_by_default():
+    assert EgoConfig().stall.enabled is True and EgoConfig().stall.time_s == 10.0
+    cfg = EgoConfig().with_overrides({"stall.enabled": False, "stall.time_s": 4.0})
+    assert not cfg.stall.enabled and cfg.stall.time_s == 4.0
     with pytest.raises(ValueError, match="stall"):
         EgoConfig().with_overrides({"stall.time_s": 0.0})
     with pytest.raises(ValueError, match="progress_m"):
@@ -216,8 +216,9 @@ def test_a_stalled_planner_takes_its_targets_from_the_route_and_goes_back_to_the
     assert planner.stats.route_plans == n
 
 
-def test_stall_off_by_default_never_routes():
-    planner = KnownWallPlanner(EgoConfig(max_consecutive_failures=1000).with_time_limits_scaled(1000.0), [WALL])
+def test_with_the_stall_off_the_planner_never_routes():
+    cfg = EgoConfig(max_consecutive_failures=1000).with_overrides({"stall.enabled": False})
+    planner = KnownWallPlanner(cfg.with_time_limits_scaled(1000.0), [WALL])
     planner.reset(START, GOAL)
     _hover(planner, START, 0.0, 12.0)
     assert planner.stats.stalls == 0 and planner.stats.route_plans == 0
