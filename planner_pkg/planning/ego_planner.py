@@ -242,6 +242,15 @@ class EgoPlanner:
             self._route = None
             self._event(state.t, "progress toward the goal again: local targets back on the start-goal line")
 
+    def _search_route(self, position: np.ndarray, t: float):
+        """(route or None, the A* search): a new stall route from ``position``, kept as the current one."""
+        c = self.config
+        route, search = find_route(self.map, position, self.goal, c.stall.astar, self.mission_start, c.stall.corridor_m)
+        self._route, self._route_time = route, t
+        if search.status is AStarStatus.TIME_LIMIT:
+            self._safety_nets(t, {"route_astar_time": 1}, route is not None)
+        return route, search
+
     def _route_target(self, position: np.ndarray, t: float):
         """(target, direction, is_goal) on the stall route (searched again when older than
         ``stall.reroute_period_s`` or when its target is blocked), or None when no route is found."""
@@ -257,11 +266,7 @@ class EgoPlanner:
         elif route is None and fresh:
             return None  # the last search found none: the next one after reroute_period_s
         if rt is None:
-            route, search = find_route(self.map, position, self.goal, c.stall.astar, self.mission_start,
-                                       c.stall.corridor_m)
-            self._route, self._route_time = route, t
-            if search.status is AStarStatus.TIME_LIMIT:
-                self._safety_nets(t, {"route_astar_time": 1}, route is not None)
+            route, search = self._search_route(position, t)
             if route is None:
                 self.stats.route_failures += 1
                 n = self.stats.route_failures
@@ -624,16 +629,21 @@ class EgoPlanner:
 
     def _failed(self, state: VehicleState, message: str, hold: bool):
         t = state.t
-        if (self.config.stall.enabled and not self._progress.stalled and not message.endswith("refusing it")
-                and self._failures >= self.config.max_consecutive_failures):
+        c = self.config
+        if (c.stall.enabled and not self._progress.stalled and not message.endswith("refusing it")
+                and self._failures >= c.max_consecutive_failures):
             # before giving the goal up: the way may lie beyond what the plans toward the line's
-            # local target search (a long wall across it); route through the map first
-            self._progress.force_stall(t)
-            self.stats.stalls += 1
-            self._route = None
-            self._event(t, f"{self._failures} plans failed in a row (last: {message}); before giving the goal up, "
-                           f"local targets along an A* route through the map")
-            self._failures = 0
+            # local target search (a long wall across it); route through the map if there is one
+            route, search = self._search_route(state.position, t)
+            if route is not None:
+                self._progress.force_stall(t)
+                self.stats.stalls += 1
+                self._event(t, f"{self._failures} plans failed in a row (last: {message}); before giving the goal "
+                               f"up, local targets along an A* route through the map")
+                self._failures = 0
+                self.fsm.transition(self.fsm.state, f"plan failed: {message}; routing", t)
+                return True, (self._hold(state, state.yaw) if hold else None)
+            message = f"{message}; no route toward the goal either: {search.message}"
         if message.endswith("refusing it") or self._failures >= self.config.max_consecutive_failures:
             why = message if message.endswith("refusing it") else (
                 f"{self._failures} plans failed in a row (last: {message}); giving the goal up")
