@@ -229,10 +229,9 @@ class EgoPlanner:
         """Stall detection (:mod:`planner_pkg.planning.stall`): no progress toward the goal for
         ``stall.time_s`` switches the local targets to an A* route, progress switches them back."""
         c = self.config.stall
-        self._progress.set_goal(self.goal)
         change = self._progress.update(state.t, state.position)
         if change == "stalled":
-            self.stats.stalls += 1
+            self.stats.stalls = self._progress.stalls
             self._route = None
             to_goal = float(np.linalg.norm(state.position - self.goal))
             self._event(state.t, f"no progress toward the goal for {c.time_s:g} s (still {to_goal:.1f} m away): "
@@ -348,6 +347,7 @@ class EgoPlanner:
         if msg:
             self._event(None, f"goal {msg}")
             self.goal = free_goal
+            self._progress.set_goal(free_goal)  # the moved goal is not the vehicle's progress
         routed = self._route_target(position, t) if self._progress.stalled else None
         if routed is not None:
             if routed.is_goal:
@@ -637,14 +637,14 @@ class EgoPlanner:
             route, search = self._search_route(state.position, t)
             if route is not None:
                 self._progress.force_stall(t)
-                self.stats.stalls += 1
+                self.stats.stalls = self._progress.stalls
                 self._event(t, f"{self._failures} plans failed in a row (last: {message}); before giving the goal "
                                f"up, local targets along an A* route through the map")
                 self._failures = 0
                 self.fsm.transition(self.fsm.state, f"plan failed: {message}; routing", t)
                 return True, (self._hold(state, state.yaw) if hold else None)
             message = f"{message}; no route toward the goal either: {search.message}"
-        if message.endswith("refusing it") or self._failures >= self.config.max_consecutive_failures:
+        if message.endswith("refusing it") or self._failures >= c.max_consecutive_failures:
             why = message if message.endswith("refusing it") else (
                 f"{self._failures} plans failed in a row (last: {message}); giving the goal up")
             self._event(t, why)

@@ -134,11 +134,10 @@ class RouteTarget:
 @dataclass
 class Route:
     """An A* route from where the vehicle was toward the goal. path: (K, 3) m; ends_at_goal: its
-    last point is the goal (else the map window's edge toward it); message: what the search did."""
+    last point is the goal (else the map window's edge toward it)."""
 
     path: np.ndarray
     ends_at_goal: bool
-    message: str
 
     def target(self, position, horizon_m: float) -> RouteTarget:
         """The point ``horizon_m`` of path ahead of ``position`` (3,) m: along the route from its
@@ -241,4 +240,4 @@ def find_route(grid_map, position, goal, astar: AStarConfig, mission_start=None,
     search = astar_search(grid_map, p, far, astar)
     if not search.success:
         return None, search
-    return Route(search.path, far_is_goal, search.message), search
+    return Route(search.path, far_is_goal), search
