@@ -79,6 +79,22 @@ def dilate_cylinder(a: np.ndarray, r: int) -> np.ndarray:
     return out
 
 
+def nearest_depth_around(depth: np.ndarray, r: int) -> np.ndarray:
+    """The nearest valid return within ``r`` pixels (a (2r+1)^2 window) of each pixel of a z-depth
+    image (H, W), m: +inf where the window holds none (no-return and invalid pixels count as +inf)."""
+    d = np.where(np.isfinite(depth) & (depth > 0), depth, np.inf)
+    out = d.copy()
+    h, w = d.shape
+    for dy in range(-r, r + 1):
+        for dx in range(-r, r + 1):
+            if dy == 0 and dx == 0:
+                continue
+            ys, yd = (slice(dy, h), slice(0, h - dy)) if dy >= 0 else (slice(0, h + dy), slice(-dy, h))
+            xs, xd = (slice(dx, w), slice(0, w - dx)) if dx >= 0 else (slice(0, w + dx), slice(-dx, w))
+            np.minimum(out[yd, xd], d[ys, xs], out=out[yd, xd])
+    return out
+
+
 class OccupancyGridMap:
     """The local log-odds voxel map (see the module docstring)."""
 
@@ -221,6 +237,7 @@ class OccupancyGridMap:
             raise ValueError("camera position must be a finite (3,) position")
         rot = quaternion_to_matrix(camera_orientation)
         s = max(1, int(pixel_stride))
+        d_image = d
         d = d[::s, ::s]
         rays = intrinsics.rays()[::s, ::s].reshape(-1, 3)
         d = d.reshape(-1)
@@ -236,10 +253,17 @@ class OccupancyGridMap:
         # of z-depth is max_range_m * |ray| along the ray
         length = np.where(hit, d * norm, intrinsics.max_range_m * norm)
         keep = length >= max(self.config.min_ray_m, 1e-9)
-        return self._integrate(o, dirs[keep], length[keep], hit[keep])
+        clear = None
+        if self.config.free_space_erosion_px > 0:
+            clear = (nearest_depth_around(d_image, self.config.free_space_erosion_px)[::s, ::s].reshape(-1)[use]
+                     * norm)[keep]
+        return self._integrate(o, dirs[keep], length[keep], hit[keep], clear)
 
-    def _integrate(self, origin: np.ndarray, dirs: np.ndarray, length: np.ndarray, has_hit: np.ndarray) -> int:
-        """Core ray casting. dirs (N, 3) unit; length (N,) m (inf allowed); has_hit (N,) bool."""
+    def _integrate(self, origin: np.ndarray, dirs: np.ndarray, length: np.ndarray, has_hit: np.ndarray,
+                   clear_length: Optional[np.ndarray] = None) -> int:
+        """Core ray casting. dirs (N, 3) unit; length (N,) m (inf allowed); has_hit (N,) bool;
+        clear_length (N,) m or None: a ray clears free space only up to half a voxel short of this
+        where it is shorter than its own length (see ``GridMapConfig.free_space_erosion_px``)."""
         c = self.config
         res = self.res
         n_rays = dirs.shape[0]
@@ -258,6 +282,9 @@ class OccupancyGridMap:
         stride = c.clear_ray_stride
         cd, cl, ch = dirs[::stride], length[::stride], is_hit[::stride]
         free_len = np.where(ch, cl - 0.5 * res, np.minimum(cl, c.max_ray_m))
+        if clear_length is not None:
+            ce = clear_length[::stride]
+            free_len = np.where(ce < cl, np.minimum(free_len, ce - 0.5 * res), free_len)
         max_len = float(free_len.max()) if free_len.shape[0] else 0.0
         miss_flat = np.zeros(0, dtype=np.int64)
         if max_len > 0:

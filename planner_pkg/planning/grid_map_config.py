@@ -64,6 +64,11 @@ class GridMapConfig(Config):
         ``max_ray_m`` only clear free space up to ``max_ray_m`` (no hit), m.
     clear_ray_stride: only every k-th ray clears free space (all rays mark hits): clearing is the
         expensive part and neighbouring rays pass through nearly the same voxels.
+    free_space_erosion_px: a depth image's ray clears free space only up to the nearest depth
+        within this many pixels of it (0: up to its own depth, as EGO). A pixel's depth is the
+        surface on its centre ray; the space its neighbours' rays pass beside an obstacle's edge is
+        not evidence that the edge voxel is free, and counting it so keeps a trunk's edge voxels
+        below the occupied probability (a hit from their own pixel, a miss from the next).
     inflation_m: obstacles are grown by this much (the vehicle radius, 0.19 m, and a margin), m.
     inflation_shape: :class:`InflationShape` (or its string value): the cube (EGO's) grows an
         obstacle by up to sqrt(2) x ``inflation_m`` along a horizontal diagonal, which closes
@@ -87,6 +92,7 @@ class GridMapConfig(Config):
     min_ray_m: float = non_negative(0.1)
     max_ray_m: float = positive(8.0)
     clear_ray_stride: int = setting(2, range=(1, math.inf))
+    free_space_erosion_px: int = setting(0, range=(0, 8))
     inflation_m: float = non_negative(0.2)
     floor_m: float = 0.5
     ceiling_m: float = 3.0

@@ -8,7 +8,7 @@ from scipy.spatial.transform import Rotation
 
 from planner_pkg.config_schema import ConfigError
 from planner_pkg.planning.grid_map import (GridMapConfig, InflationShape, OccupancyGridMap, UnknownPolicy, dilate,
-                                           dilate_cylinder)
+                                           dilate_cylinder, nearest_depth_around)
 from planner_pkg.types import CameraIntrinsics
 
 ORIGIN = np.array([0.0, 0.0, 1.0])
@@ -289,3 +289,64 @@ def test_a_known_occupancy_replaces_the_window_and_its_inflation():
         with pytest.raises(ValueError, match="set_known"):
             given.set_known(bad)
     np.testing.assert_array_equal(given.log_odds, before)
+
+
+def _post_image(intr, rot, cam, post, radius, back_x):
+    """Analytic z-depth image (H, W) of a vertical post (disc ``radius`` at ``post`` (x, y)) in
+    front of a wall x = ``back_x``, for a camera at ``cam`` with optical-to-world rotation ``rot``
+    looking along +x (z-depth is then the distance along x)."""
+    rays = intr.rays() @ rot.T
+    dx, dy = rays[..., 0], rays[..., 1]
+    ox, oy = cam[0] - post[0], cam[1] - post[1]
+    a = dx * dx + dy * dy
+    b = 2.0 * (ox * dx + oy * dy)
+    c = ox * ox + oy * oy - radius ** 2
+    disc = b * b - 4.0 * a * c
+    t = np.where(disc >= 0.0, (-b - np.sqrt(np.maximum(disc, 0.0))) / (2.0 * a), np.inf)
+    return np.minimum(t, (back_x - cam[0]) / dx).astype(np.float32)
+
+
+@pytest.mark.parametrize("erosion_px", [0, 1])
+def test_free_space_erosion_keeps_a_posts_edge_from_being_seen_free(erosion_px):
+    # approaching a thin post: the rays of the pixels beside its edge pass through the voxels
+    # the post partly fills. Counted as free evidence (EGO's fusion) they carve some of the
+    # post's own voxels free; with free_space_erosion_px a ray clears only up to the nearest
+    # depth around its pixel, so no voxel of the post is ever observed free.
+    intr = CameraIntrinsics.from_fov(64, 48, math.radians(90.0), 0.2, 10.0)
+    r = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+    quat = Rotation.from_matrix(r).as_quat()
+    seen_free = hit = 0
+    for post_y in np.linspace(-0.6, 0.6, 7):
+        for radius in (0.1, 0.2):
+            post = (4.0, post_y)
+            m = new_map(free_space_erosion_px=erosion_px)
+            for k in range(12):  # 30 Hz frames flying at 6 m/s toward it
+                cam = np.array([0.2 * k, 0.0, 1.0])
+                m.insert_depth(_post_image(intr, r, cam, post, radius, 7.0), intr, cam, quat)
+            xs, ys = np.meshgrid(np.arange(3.5, 4.5, 0.1) + 0.05, np.arange(-1.0, 1.0, 0.1) + 0.05)
+            cells = np.stack([xs.ravel(), ys.ravel(), np.full(xs.size, 1.05)], axis=1)
+            inside = cells[np.hypot(cells[:, 0] - post[0], cells[:, 1] - post[1]) <= radius + 0.05]
+            known = m.is_known(inside)
+            seen_free += int(np.sum(known & ~m.is_occupied(inside) & (m.probability(inside) < 0.5)))
+            hit += int(np.sum(m.is_occupied(inside)))
+    assert hit >= 14  # every post is found (its facing voxels occupied) either way
+    if erosion_px:
+        assert seen_free == 0
+    else:
+        assert seen_free >= 10  # the failure the option removes (41 of 368 voxels in a finer sweep)
+
+
+def test_nearest_depth_around_takes_the_nearest_valid_return():
+    d = np.full((4, 5), 5.0)
+    d[1, 3] = 2.0
+    d[3, 0] = np.nan  # invalid: ignored
+    d[0, 0] = np.inf  # no return: ignored
+    d[3, 4] = -1.0
+    out = nearest_depth_around(d, 1)
+    expect = np.full((4, 5), 5.0)
+    expect[0:3, 2:5] = 2.0
+    np.testing.assert_array_equal(out, expect)
+    np.testing.assert_array_equal(nearest_depth_around(d, 3)[0], [2.0] * 5)
+    assert np.isposinf(nearest_depth_around(np.full((2, 2), np.nan), 1)).all()
+    with pytest.raises(ConfigError, match="free_space_erosion_px"):
+        GridMapConfig(free_space_erosion_px=-1)
