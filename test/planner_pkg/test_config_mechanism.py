@@ -161,7 +161,8 @@ def test_a_section_given_in_part_keeps_the_enclosing_configs_default_for_the_res
         assert cfg.map == dataclasses.replace(default, max_ray_m=6.0)
     assert EgoConfig.from_dict({"map": None}).map == default  # None: the section's defaults
     cube = EgoConfig.from_dict({"map": {"inflation_shape": "cube", "inflation_m": 0.2}}).map
-    assert cube == GridMapConfig()
+    assert cube == dataclasses.replace(GridMapConfig(), free_space_erosion_px=default.free_space_erosion_px)
+    assert default.free_space_erosion_px == 2 != GridMapConfig().free_space_erosion_px  # EgoConfig's, kept
 
 
 def _param_files():
