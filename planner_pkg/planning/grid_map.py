@@ -23,6 +23,7 @@ import math
 from typing import Optional, Tuple
 
 import numpy as np
+from scipy import ndimage
 from scipy.spatial import cKDTree
 
 from planner_pkg.planning.grid_map_config import GridMapConfig, InflationShape, UnknownPolicy, logit
@@ -83,16 +84,7 @@ def nearest_depth_around(depth: np.ndarray, r: int) -> np.ndarray:
     """The nearest valid return within ``r`` pixels (a (2r+1)^2 window) of each pixel of a z-depth
     image (H, W), m: +inf where the window holds none (no-return and invalid pixels count as +inf)."""
     d = np.where(np.isfinite(depth) & (depth > 0), depth, np.inf)
-    out = d.copy()
-    h, w = d.shape
-    for dy in range(-r, r + 1):
-        for dx in range(-r, r + 1):
-            if dy == 0 and dx == 0:
-                continue
-            ys, yd = (slice(dy, h), slice(0, h - dy)) if dy >= 0 else (slice(0, h + dy), slice(-dy, h))
-            xs, xd = (slice(dx, w), slice(0, w - dx)) if dx >= 0 else (slice(0, w + dx), slice(-dx, w))
-            np.minimum(out[yd, xd], d[ys, xs], out=out[yd, xd])
-    return out
+    return ndimage.minimum_filter(d, size=2 * int(r) + 1, mode="constant", cval=np.inf)
 
 
 class OccupancyGridMap:

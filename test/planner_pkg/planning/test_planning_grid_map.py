@@ -348,5 +348,6 @@ def test_nearest_depth_around_takes_the_nearest_valid_return():
     np.testing.assert_array_equal(out, expect)
     np.testing.assert_array_equal(nearest_depth_around(d, 3)[0], [2.0] * 5)
     assert np.isposinf(nearest_depth_around(np.full((2, 2), np.nan), 1)).all()
+    np.testing.assert_array_equal(nearest_depth_around(np.array([[5.0, np.nan, 2.0]]), 4), [[2.0, 2.0, 2.0]])  # window > image
     with pytest.raises(ConfigError, match="free_space_erosion_px"):
         GridMapConfig(free_space_erosion_px=-1)
